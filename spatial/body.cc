@@ -1,0 +1,175 @@
+#include "spatial/body.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace spatial {
+namespace {
+
+Body Make(BodyNode n) { return Body(std::make_shared<const BodyNode>(std::move(n))); }
+
+Body Binary(BodyOp op, Body a, Body b) {
+  BodyNode n;
+  n.op = op;
+  n.a = std::move(a);
+  n.b = std::move(b);
+  return Make(std::move(n));
+}
+
+}  // namespace
+
+std::string_view LoopVarName(LoopVar v) {
+  switch (v) {
+    case LoopVar::kRow: return "ROW";
+    case LoopVar::kCol: return "COL";
+    case LoopVar::kK: return "K";
+    case LoopVar::kItemY: return "ITEM_Y";
+    case LoopVar::kItemX: return "ITEM_X";
+    case LoopVar::kKBlock: return "KBLOCK";
+    case LoopVar::kUnspecified: break;
+  }
+  return "UNSPECIFIED";
+}
+
+std::string SfpuName(const SfpuKind& k) {
+  switch (k.op) {
+    case SfpuOp::kExp: return "exp";
+    case SfpuOp::kLn: return "ln";
+    case SfpuOp::kRecip: return "recip";
+    case SfpuOp::kSilu: return "silu";
+    case SfpuOp::kRsqrt: return absl::StrCat("rsqrt{eps_nano=", k.eps_nano, ",over=", k.over, "}");
+    case SfpuOp::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+Body Op(int slot) {
+  BodyNode n;
+  n.op = BodyOp::kOperand;
+  n.operand = slot;
+  return Make(std::move(n));
+}
+
+Body Const(double v) {
+  BodyNode n;
+  n.op = BodyOp::kConst;
+  n.value = v;
+  return Make(std::move(n));
+}
+
+Body Add(Body a, Body b) { return Binary(BodyOp::kAdd, std::move(a), std::move(b)); }
+Body Sub(Body a, Body b) { return Binary(BodyOp::kSub, std::move(a), std::move(b)); }
+Body Mul(Body a, Body b) { return Binary(BodyOp::kMul, std::move(a), std::move(b)); }
+Body Min(Body a, Body b) { return Binary(BodyOp::kMin, std::move(a), std::move(b)); }
+Body Max(Body a, Body b) { return Binary(BodyOp::kMax, std::move(a), std::move(b)); }
+Body FloorDiv(Body a, Body b) { return Binary(BodyOp::kFloorDiv, std::move(a), std::move(b)); }
+
+Body Shr(Body a, int64_t by) {
+  BodyNode n;
+  n.op = BodyOp::kShr;
+  n.a = std::move(a);
+  n.shift = by;
+  return Make(std::move(n));
+}
+
+Body Unary(SfpuKind k, Body a) {
+  BodyNode n;
+  n.op = BodyOp::kUnary;
+  n.sfpu = k;
+  n.a = std::move(a);
+  return Make(std::move(n));
+}
+
+Body Select(Pred p, Body then, Body otherwise) {
+  BodyNode n;
+  n.op = BodyOp::kSelect;
+  n.pred = p;
+  n.b = std::move(then);
+  n.c = std::move(otherwise);
+  return Make(std::move(n));
+}
+
+Body Banded(const std::vector<std::pair<int64_t, Body>>& bands) {
+  // Folded from the back: the last band is the fall-through.
+  Body acc = bands.back().second;
+  for (size_t i = bands.size() - 1; i-- > 0;) {
+    acc = Select(Pred::Lt(LoopVar::kCol, bands[i].first), bands[i].second, acc);
+  }
+  return acc;
+}
+
+bool BodyEqual(const Body& x, const Body& y) {
+  if (x.get() == y.get()) return true;
+  if (!x.defined() || !y.defined()) return false;
+  const BodyNode& a = *x;
+  const BodyNode& b = *y;
+  if (a.op != b.op) return false;
+  switch (a.op) {
+    case BodyOp::kOperand: return a.operand == b.operand;
+    case BodyOp::kConst:
+      // Bit equality: 0.0 and -0.0 differ, and NaN equals itself.
+      return std::signbit(a.value) == std::signbit(b.value) &&
+             (a.value == b.value || (std::isnan(a.value) && std::isnan(b.value)));
+    case BodyOp::kShr: return a.shift == b.shift && BodyEqual(a.a, b.a);
+    case BodyOp::kUnary: return a.sfpu == b.sfpu && BodyEqual(a.a, b.a);
+    case BodyOp::kSelect: return a.pred == b.pred && BodyEqual(a.b, b.b) && BodyEqual(a.c, b.c);
+    default: return BodyEqual(a.a, b.a) && BodyEqual(a.b, b.b);
+  }
+}
+
+bool BodyIntegral(const Body& body) {
+  const BodyNode& n = *body;
+  switch (n.op) {
+    case BodyOp::kOperand: return true;
+    case BodyOp::kConst: return std::isfinite(n.value) && n.value == std::trunc(n.value);
+    case BodyOp::kUnary: return false;
+    case BodyOp::kShr: return BodyIntegral(n.a);
+    case BodyOp::kSelect: return BodyIntegral(n.b) && BodyIntegral(n.c);
+    default: return BodyIntegral(n.a) && BodyIntegral(n.b);
+  }
+}
+
+int BodySlotCount(const Body& body) {
+  const BodyNode& n = *body;
+  switch (n.op) {
+    case BodyOp::kOperand: return n.operand + 1;
+    case BodyOp::kConst: return 0;
+    case BodyOp::kShr:
+    case BodyOp::kUnary: return BodySlotCount(n.a);
+    case BodyOp::kSelect: {
+      int k = std::max(BodySlotCount(n.b), BodySlotCount(n.c));
+      if (n.pred.rhs_is_operand) k = std::max<int>(k, static_cast<int>(n.pred.rhs) + 1);
+      return k;
+    }
+    default: return std::max(BodySlotCount(n.a), BodySlotCount(n.b));
+  }
+}
+
+std::string BodyToString(const Body& body) {
+  const BodyNode& n = *body;
+  auto bin = [&](std::string_view op) {
+    return absl::StrCat("(", BodyToString(n.a), " ", std::string(op), " ", BodyToString(n.b), ")");
+  };
+  switch (n.op) {
+    case BodyOp::kOperand: return absl::StrCat("x", n.operand);
+    case BodyOp::kConst: return absl::StrCat(n.value);
+    case BodyOp::kAdd: return bin("+");
+    case BodyOp::kSub: return bin("-");
+    case BodyOp::kMul: return bin("*");
+    case BodyOp::kFloorDiv: return bin("//");
+    case BodyOp::kMin: return absl::StrCat("min(", BodyToString(n.a), ", ", BodyToString(n.b), ")");
+    case BodyOp::kMax: return absl::StrCat("max(", BodyToString(n.a), ", ", BodyToString(n.b), ")");
+    case BodyOp::kShr: return absl::StrCat("(", BodyToString(n.a), " >> ", n.shift, ")");
+    case BodyOp::kUnary: return absl::StrCat(SfpuName(n.sfpu), "(", BodyToString(n.a), ")");
+    case BodyOp::kSelect: {
+      std::string rhs = n.pred.rhs_is_operand ? absl::StrCat("x", n.pred.rhs) : absl::StrCat(n.pred.rhs);
+      return absl::StrCat("(", std::string(LoopVarName(n.pred.var)), n.pred.kind == PredKind::kAxisLt ? " < " : " >= ", rhs,
+                          " ? ", BodyToString(n.b), " : ", BodyToString(n.c), ")");
+    }
+  }
+  return "?";
+}
+
+}  // namespace spatial

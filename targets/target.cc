@@ -1,0 +1,43 @@
+#include "targets/target.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace spatial {
+namespace {
+
+std::optional<Precision> Present(proto::Precision p) {
+  if (p == proto::PRECISION_UNSPECIFIED) return std::nullopt;
+  return static_cast<Precision>(p);
+}
+
+}  // namespace
+
+int64_t Target::effective_acc_tiles(Precision acc, bool full_sync) const {
+  for (const auto& a : p_.acc()) {
+    if (static_cast<Precision>(a.precision()) == acc) return full_sync ? a.tiles_full_sync() : a.tiles_double_buf();
+  }
+  return 0;
+}
+
+std::optional<Precision> Target::elementwise_float() const { return Present(p_.datapaths().elementwise_float()); }
+std::optional<Precision> Target::elementwise_int() const { return Present(p_.datapaths().elementwise_int()); }
+std::optional<Precision> Target::matrix_in() const { return Present(p_.datapaths().matrix_in()); }
+std::optional<Precision> Target::matrix_acc() const { return Present(p_.datapaths().matrix_acc()); }
+
+absl::StatusOr<Precision> Target::index_precision_for(int64_t space) const {
+  for (int p : p_.datapaths().index_precisions()) {
+    Precision ix = static_cast<Precision>(p);
+    if (IsInteger(ix) && space >= 0 && space <= IntMax(ix)) return ix;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("MissingPrecision: an index integer holding ", space, " (target ", name(), ")"));
+}
+
+bool Target::supports_storage(Precision p) const {
+  for (int s : p_.datapaths().storage()) {
+    if (static_cast<Precision>(s) == p) return true;
+  }
+  return false;
+}
+
+}  // namespace spatial
