@@ -1,0 +1,139 @@
+#include "spatial/proto_file.h"
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace spatial {
+namespace {
+
+// Collects the parser's 0-based positions as 1-based GNU-style lines.
+class Collector : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit Collector(std::string filename) : filename_(std::move(filename)) {}
+  void AddError(int line, int column, const std::string& message) override {
+    errors_.push_back(absl::StrCat(filename_, ":", line + 1, ":", column + 1, ": error: ", message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {}
+  std::string Joined() const {
+    std::string s;
+    for (const auto& e : errors_) absl::StrAppend(&s, s.empty() ? "" : "\n", e);
+    return s;
+  }
+
+ private:
+  std::string filename_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+ProtoFormat FormatOf(std::string_view path) {
+  absl::string_view p(path.data(), path.size());
+  if (absl::EndsWith(p, ".binpb") || absl::EndsWith(p, ".pb")) return ProtoFormat::kBinary;
+  return ProtoFormat::kText;
+}
+
+absl::Status ReadFileToString(const std::string& path, std::string* out) {
+  if (path == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    *out = ss.str();
+  } else {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return absl::NotFoundError(absl::StrCat(path, ": error: cannot open file"));
+    f.seekg(0, std::ios::end);
+    std::streamoff size = f.tellg();
+    if (size > kMaxProtoBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": error: file is ", size, " bytes; the limit is ", kMaxProtoBytes));
+    }
+    f.seekg(0);
+    out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  if (static_cast<int64_t>(out->size()) > kMaxProtoBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": error: input larger than ", kMaxProtoBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteStringToFile(const std::string& path, std::string_view data) {
+  if (path == "-") {
+    std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
+    std::cout.flush();
+    return std::cout ? absl::OkStatus() : absl::InternalError("error writing to stdout");
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return absl::PermissionDeniedError(absl::StrCat(path, ": error: cannot write file"));
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  f.close();
+  if (!f) return absl::InternalError(absl::StrCat(path, ": error: write failed"));
+  return absl::OkStatus();
+}
+
+absl::Status ParseTextProto(std::string_view text, const std::string& filename, google::protobuf::Message* msg,
+                            google::protobuf::TextFormat::ParseInfoTree* info) {
+  Collector collector(filename);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&collector);
+  parser.AllowUnknownField(false);
+  parser.SetRecursionLimit(kMaxProtoDepth);
+  if (info != nullptr) parser.WriteLocationsTo(info);
+  google::protobuf::io::ArrayInputStream in(text.data(), static_cast<int>(text.size()));
+  if (!parser.Parse(&in, msg)) {
+    std::string errs = collector.Joined();
+    if (errs.empty()) errs = absl::StrCat(filename, ": error: cannot parse ", msg->GetTypeName());
+    return absl::InvalidArgumentError(errs);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseBinaryProto(std::string_view bytes, const std::string& filename, google::protobuf::Message* msg) {
+  if (static_cast<int64_t>(bytes.size()) > kMaxProtoBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(filename, ": error: input larger than ", kMaxProtoBytes));
+  }
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream in(&raw);
+  in.SetTotalBytesLimit(static_cast<int>(kMaxProtoBytes));
+  in.SetRecursionLimit(kMaxProtoDepth);
+  if (!msg->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(filename, ": error: not a valid binary ", msg->GetTypeName(), " (malformed or truncated)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadProtoFile(const std::string& path, google::protobuf::Message* msg) {
+  std::string data;
+  if (absl::Status s = ReadFileToString(path, &data); !s.ok()) return s;
+  std::string name = path == "-" ? "<stdin>" : path;
+  if (FormatOf(path) == ProtoFormat::kBinary) return ParseBinaryProto(data, name, msg);
+  return ParseTextProto(data, name, msg);
+}
+
+absl::Status WriteProtoFile(const std::string& path, const google::protobuf::Message& msg, bool binary) {
+  if (binary || FormatOf(path) == ProtoFormat::kBinary) {
+    std::string out;
+    if (!msg.SerializeToString(&out)) return absl::InternalError("cannot serialize " + msg.GetTypeName());
+    return WriteStringToFile(path, out);
+  }
+  return WriteStringToFile(path, ToTextProto(msg));
+}
+
+std::string ToTextProto(const google::protobuf::Message& msg) {
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetUseShortRepeatedPrimitives(true);
+  std::string out;
+  printer.PrintToString(msg, &out);
+  return out;
+}
+
+}  // namespace spatial
