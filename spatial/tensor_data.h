@@ -1,0 +1,36 @@
+// Tensor values handed to and from a run (VM, simulator, op references, .npy files): logical row-major
+// rows x cols values in f64, whatever the tensor's precision (integers are exact up to 2^53).
+#ifndef SPATIAL_TENSOR_DATA_H_
+#define SPATIAL_TENSOR_DATA_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "spatial/precision.h"
+#include "spatial/program.h"
+
+namespace spatial {
+
+struct TensorData {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  Precision precision = Precision::kFp32;
+  std::vector<double> values;  // rows * cols, row-major
+
+  double at(int64_t r, int64_t c) const { return values[r * cols + c]; }
+};
+
+// Tensors by name. std::map: iteration order is deterministic.
+using TensorMap = std::map<std::string, TensorData>;
+
+// The tensors a run must be given: every Input tensor, and every State tensor whose init is External, that no
+// earlier section produces; first declaration wins, in section order.
+std::vector<Tensor> CompositionInputs(const Composition& c);
+// The tensors a run produces: every Output and State tensor, first declaration wins.
+std::vector<Tensor> CompositionResults(const Composition& c);
+
+}  // namespace spatial
+
+#endif  // SPATIAL_TENSOR_DATA_H_
