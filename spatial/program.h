@@ -291,6 +291,10 @@ struct Composition {
   std::string name;
   std::vector<Section> sections;
   std::vector<StateStep> state_order;
+  // The target it was lowered for and that target's tile shape (page planes and tiling depend on it).
+  std::string target;
+  int64_t tile_rows = 32;
+  int64_t tile_cols = 32;
 };
 
 // A composition of one section, named after it, with its state order declared.
