@@ -1,0 +1,83 @@
+#include "lowerings/reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/common.h"
+#include "lowerings/reference_ops.h"
+#include "lowerings/registry.h"
+
+namespace spatial {
+namespace {
+
+using ReferenceFn = absl::StatusOr<TensorMap> (*)(const proto::OpSpec&, const TensorMap&);
+
+struct Entry {
+  proto::OpSpec::KindCase kind;
+  ReferenceFn reference;
+};
+
+// One line per kind.
+constexpr Entry kReferences[] = {
+    {proto::OpSpec::kSilu, &ReferenceSilu},
+    {proto::OpSpec::kRelu, &ReferenceRelu},
+    {proto::OpSpec::kSigmoid, &ReferenceSigmoid},
+    {proto::OpSpec::kGelu, &ReferenceGelu},
+    {proto::OpSpec::kScale, &ReferenceScale},
+    {proto::OpSpec::kSoftcap, &ReferenceSoftcap},
+    {proto::OpSpec::kDecay, &ReferenceDecay},
+    {proto::OpSpec::kIntRequant, &ReferenceIntRequant},
+    {proto::OpSpec::kIntClamp, &ReferenceIntClamp},
+    {proto::OpSpec::kMatmul, &ReferenceMatmul},
+};
+
+}  // namespace
+
+absl::StatusOr<const TensorData*> RefInput(const TensorMap& inputs, const std::string& name, int64_t rows,
+                                           int64_t cols) {
+  auto it = inputs.find(name);
+  if (it == inputs.end()) return absl::NotFoundError(absl::StrCat("no input named '", name, "'"));
+  const TensorData& d = it->second;
+  if (d.rows != rows || d.cols != cols || static_cast<int64_t>(d.values.size()) != rows * cols) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is ", d.rows, " x ", d.cols, " with ",
+                                                   d.values.size(), " values; the op reads it as ", rows, " x ",
+                                                   cols));
+  }
+  return &d;
+}
+
+absl::Status RefIntegral(const TensorData& x, const std::string& name) {
+  for (size_t i = 0; i < x.values.size(); ++i) {
+    const double v = x.values[i];
+    if (!std::isfinite(v) || v != std::trunc(v) || std::fabs(v) > 9007199254740992.0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", name, "' element ", i, " is ", v, ", not an integer an integer op reads"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TensorData RefResult(int64_t rows, int64_t cols, Precision precision) {
+  return TensorData{rows, cols, precision, std::vector<double>(rows * cols, 0.0)};
+}
+
+absl::StatusOr<TensorMap> ReferenceOp(const proto::OpSpec& spec, const TensorMap& inputs) {
+  if (spec.kind_case() == proto::OpSpec::KIND_NOT_SET) return absl::InvalidArgumentError("op spec has no kind");
+  for (const Entry& e : kReferences) {
+    if (e.kind == spec.kind_case()) return e.reference(spec, inputs);
+  }
+  return absl::UnimplementedError(absl::StrCat("op kind '", OpKindName(spec), "' has no reference yet"));
+}
+
+std::vector<std::string> ReferencedKinds() {
+  std::vector<std::string> kinds;
+  for (const Entry& e : kReferences) {
+    const auto* f = proto::OpSpec::descriptor()->FindFieldByNumber(static_cast<int>(e.kind));
+    kinds.push_back(f->name());
+  }
+  std::sort(kinds.begin(), kinds.end());
+  return kinds;
+}
+
+}  // namespace spatial

@@ -1,0 +1,37 @@
+// The per-family op references ReferenceOp dispatches to, and the input checks they share. Internal to lowerings/.
+#ifndef LOWERINGS_REFERENCE_OPS_H_
+#define LOWERINGS_REFERENCE_OPS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/op.pb.h"
+#include "spatial/tensor_data.h"
+
+namespace spatial {
+
+// The input `name`, checked to be rows x cols with as many values.
+absl::StatusOr<const TensorData*> RefInput(const TensorMap& inputs, const std::string& name, int64_t rows,
+                                           int64_t cols);
+// The input's values must be integers (an integer op's operand): the first that is not is an error.
+absl::Status RefIntegral(const TensorData& x, const std::string& name);
+// A rows x cols result of `precision`, zero-filled.
+TensorData RefResult(int64_t rows, int64_t cols, Precision precision);
+
+// Elementwise (reference_elementwise.cc).
+absl::StatusOr<TensorMap> ReferenceSilu(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceRelu(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceSigmoid(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceGelu(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceScale(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceSoftcap(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceDecay(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceIntRequant(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceIntClamp(const proto::OpSpec& spec, const TensorMap& inputs);
+// Matmul (reference_matmul.cc).
+absl::StatusOr<TensorMap> ReferenceMatmul(const proto::OpSpec& spec, const TensorMap& inputs);
+
+}  // namespace spatial
+
+#endif  // LOWERINGS_REFERENCE_OPS_H_

@@ -1,0 +1,62 @@
+#include "lowerings/registry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/elementwise.h"
+#include "lowerings/matmul.h"
+
+namespace spatial {
+namespace {
+
+using LowerFn = absl::StatusOr<Composition> (*)(const proto::OpSpec&, const Target&);
+
+struct Entry {
+  proto::OpSpec::KindCase kind;
+  LowerFn lower;
+};
+
+// One line per lowered kind.
+constexpr Entry kLowerings[] = {
+    // Elementwise (lowerings/elementwise.h).
+    {proto::OpSpec::kSilu, &FromSilu},
+    {proto::OpSpec::kRelu, &FromRelu},
+    {proto::OpSpec::kSigmoid, &FromSigmoid},
+    {proto::OpSpec::kGelu, &FromGelu},
+    {proto::OpSpec::kScale, &FromScale},
+    {proto::OpSpec::kSoftcap, &FromSoftcap},
+    {proto::OpSpec::kDecay, &FromDecay},
+    {proto::OpSpec::kIntRequant, &FromIntRequant},
+    {proto::OpSpec::kIntClamp, &FromIntClamp},
+    // Matmul (lowerings/matmul.h).
+    {proto::OpSpec::kMatmul, &FromMatmul},
+};
+
+std::string KindName(proto::OpSpec::KindCase kind) {
+  const auto* field = proto::OpSpec::descriptor()->FindFieldByNumber(static_cast<int>(kind));
+  return field == nullptr ? std::string() : field->name();
+}
+
+}  // namespace
+
+std::string OpKindName(const proto::OpSpec& spec) {
+  if (spec.kind_case() == proto::OpSpec::KIND_NOT_SET) return "";
+  return KindName(spec.kind_case());
+}
+
+absl::StatusOr<Composition> Lower(const proto::OpSpec& spec, const Target& target) {
+  if (spec.kind_case() == proto::OpSpec::KIND_NOT_SET) return absl::InvalidArgumentError("op spec has no kind");
+  for (const Entry& e : kLowerings) {
+    if (e.kind == spec.kind_case()) return e.lower(spec, target);
+  }
+  return NotLowered(absl::StrCat("op kind '", OpKindName(spec), "' is not lowered yet"));
+}
+
+std::vector<std::string> LoweredKinds() {
+  std::vector<std::string> kinds;
+  for (const Entry& e : kLowerings) kinds.push_back(KindName(e.kind));
+  std::sort(kinds.begin(), kinds.end());
+  return kinds;
+}
+
+}  // namespace spatial
