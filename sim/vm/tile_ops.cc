@@ -1,0 +1,141 @@
+#include "sim/vm/tile_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace spatial::vm_internal {
+namespace {
+
+// The block's origin tile: base + sum(coef * var) [+ tile_stride * v], with v element 0 of the index page.
+// Hostile coefficients cannot overflow: every step is checked.
+bool Origin(const TileAddr& addr, const Bindings& vars, const BufferState* index, int64_t& origin, Fault& fault) {
+  origin = addr.base;
+  for (const auto& [var, coef] : addr.steps) {
+    int64_t term;
+    if (__builtin_mul_overflow(coef, vars.Value(var), &term) || __builtin_add_overflow(origin, term, &origin)) {
+      fault = MakeFault(kTileOutOfRange, "the tile address overflows int64");
+      return false;
+    }
+  }
+  if (!addr.indirect) return true;
+  const IndirectTile& ind = *addr.indirect;
+  const double v = index->page[0];
+  const std::string& name = index->decl->name;
+  if (v != std::floor(v)) {
+    fault = MakeFault(kIndexOutOfRange, absl::StrCat("index value ", FormatValue(v), " (element 0 of buffer '", name,
+                                                     "') is not an integer"));
+    return false;
+  }
+  // The magnitude bound keeps the int64 conversion below defined whatever [lo, hi] admits.
+  if (!(v >= static_cast<double>(ind.lo) && v <= static_cast<double>(ind.hi)) || std::fabs(v) > 9.0e18) {
+    fault = MakeFault(kIndexOutOfRange, absl::StrCat("index value ", FormatValue(v), " (element 0 of buffer '", name,
+                                                     "') not in [", ind.lo, ", ", ind.hi, "]"));
+    return false;
+  }
+  int64_t term;
+  if (__builtin_mul_overflow(ind.tile_stride, static_cast<int64_t>(v), &term) ||
+      __builtin_add_overflow(origin, term, &origin)) {
+    fault = MakeFault(kTileOutOfRange, "the tile address overflows int64");
+    return false;
+  }
+  return true;
+}
+
+// Tile (i, j) of the block: origin + i * stride_h + j * stride_w, inside the tensor's tile grid.
+bool BlockTile(const AccessPattern& p, int64_t origin, int64_t i, int64_t j, const TensorValue& t, int64_t& tile,
+               Fault& fault) {
+  int64_t a, b;
+  if (__builtin_mul_overflow(i, p.stride_h, &a) || __builtin_mul_overflow(j, p.stride_w, &b) ||
+      __builtin_add_overflow(origin, a, &tile) || __builtin_add_overflow(tile, b, &tile)) {
+    fault = MakeFault(kTileOutOfRange, absl::StrCat("the address of block tile (", i, ", ", j, ") overflows int64"));
+    return false;
+  }
+  if (tile < 0 || tile >= t.num_tiles()) {
+    fault = MakeFault(kTileOutOfRange,
+                      absl::StrCat("tile ", tile, " of tensor '", t.decl->name, "' (", t.num_tiles(), " tiles)"));
+    return false;
+  }
+  return true;
+}
+
+// The part of tensor tile `tile` inside the tensor: its first element and extent (edge tiles are clipped).
+struct TileWindow {
+  int64_t row0, col0, nr, nc;
+};
+TileWindow Window(const TensorValue& t, int64_t tile, TileShape ts) {
+  const int64_t row0 = (tile / t.cols_t) * ts.rows;
+  const int64_t col0 = (tile % t.cols_t) * ts.cols;
+  return {row0, col0, std::min(ts.rows, t.rows - row0), std::min(ts.cols, t.cols - col0)};
+}
+
+}  // namespace
+
+bool RunLoad(const Load& load, const TensorValue& t, BufferState& out, const BufferState* index,
+             const Bindings& vars, TileShape tile, const ValueModel& model, Fault& fault) {
+  const AccessPattern& p = load.pattern;
+  int64_t origin;
+  if (!Origin(p.origin, vars, index, origin, fault)) return false;
+  std::fill(out.spare.begin(), out.spare.end(), 0.0);
+  for (int64_t i = 0; i < p.block_h; ++i) {
+    for (int64_t j = 0; j < p.block_w; ++j) {
+      int64_t tt;
+      if (!BlockTile(p, origin, i, j, t, tt, fault)) return false;
+      const TileWindow w = Window(t, tt, tile);
+      double* dst = out.spare.data() + (i * p.block_w + j) * tile.cols;
+      for (int64_t r = 0; r < w.nr; ++r) {
+        const double* src = t.values.data() + (w.row0 + r) * t.cols + w.col0;
+        std::copy(src, src + w.nc, dst + r * out.width);
+      }
+    }
+  }
+  model.StoreRound(out.decl->precision, out.spare.data(), out.size);
+  out.Commit();
+  return true;
+}
+
+bool RunStore(const Store& store, TensorValue& t, const BufferState& src, const BufferState* index,
+              const Bindings& vars, TileShape tile, const ValueModel& model, Fault& fault) {
+  const AccessPattern& p = store.pattern;
+  int64_t origin;
+  if (!Origin(p.origin, vars, index, origin, fault)) return false;
+  for (int64_t i = 0; i < p.block_h; ++i) {
+    for (int64_t j = 0; j < p.block_w; ++j) {
+      int64_t tt;
+      if (!BlockTile(p, origin, i, j, t, tt, fault)) return false;
+      const TileWindow w = Window(t, tt, tile);
+      const double* from = src.page.data() + (i * p.block_w + j) * tile.cols;
+      for (int64_t r = 0; r < w.nr; ++r) {
+        double* dst = t.values.data() + (w.row0 + r) * t.cols + w.col0;
+        std::copy(from + r * src.width, from + r * src.width + w.nc, dst);
+        model.StoreRound(t.decl->precision, dst, w.nc);
+      }
+    }
+  }
+  return true;
+}
+
+void RunMatmul(const MatmulTiles& mm, const BufferState& a, const BufferState& b, BufferState& c, TileShape tile,
+               const ValueModel& model, Precision acc) {
+  const int64_t T = tile.rows;  // == tile.cols: the driver refuses non-square tiles
+  if (mm.accumulate) {
+    std::copy(c.page.begin(), c.page.end(), c.spare.begin());
+  } else {
+    std::fill(c.spare.begin(), c.spare.end(), 0.0);
+  }
+  for (int64_t i = 0; i < mm.m_tiles; ++i) {
+    for (int64_t n = 0; n < mm.n_tiles; ++n) {
+      double* ct = c.spare.data() + (i * mm.n_tiles + n) * T;
+      for (int64_t k = 0; k < mm.k_tiles; ++k) {
+        const double* at = a.page.data() + (i * mm.k_tiles + k) * T;
+        const int64_t bt = mm.transpose_b ? n * mm.k_tiles + k : k * mm.n_tiles + n;
+        model.MatmulTile(at, a.width, b.page.data() + bt * T, b.width, mm.transpose_b, ct, c.width, T, T, T, acc);
+      }
+    }
+  }
+  model.StoreRound(c.decl->precision, c.spare.data(), c.size);
+  c.Commit();
+}
+
+}  // namespace spatial::vm_internal

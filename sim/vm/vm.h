@@ -1,0 +1,35 @@
+// The f64 reference VM (DESIGN §7): runs a composition exactly as DESIGN §3 defines it. It is the oracle for the
+// simulator's numerics and, against the op references, for the lowerings.
+//
+// Every fault is an error status whose message starts with the fault's name and says where it happened:
+//   "TileOutOfRange: section 's' item 2 stage 'load_x' (#0): tile 9 of tensor 'x' (4 tiles)"
+// Names: BadInput, BadProgram (malformed ids, sizes, maps), TooLarge, TileOutOfRange, IndexOutOfRange,
+// UnwrittenBuffer, TripOutOfRange, StaleStateRead, DivisionByZero. The VM never crashes or hangs on any
+// composition; a program whose work would exceed ~1e11 element operations is refused with TooLarge.
+#ifndef SIM_VM_VM_H_
+#define SIM_VM_VM_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "sim/vm/value_model.h"
+#include "spatial/program.h"
+#include "spatial/tensor_data.h"
+
+namespace spatial {
+
+struct VmOptions {
+  // How arithmetic rounds. nullptr = exact f64 (ExactModel()), the reference.
+  const ValueModel* model = nullptr;
+};
+
+// Runs `c` on a TR x TC tile (callers pass the target's tile; the composition's own fields are not read).
+// `inputs` must hold exactly the run's inputs (spatial::CompositionInputs: every Input tensor and every State
+// tensor with External init, first declaration wins), each rows x cols. Returns EVERY tensor of the composition
+// by name with its final values, logical row-major.
+absl::StatusOr<TensorMap> RunComposition(const Composition& c, int64_t tile_rows, int64_t tile_cols,
+                                         const TensorMap& inputs, const VmOptions& options = {});
+
+}  // namespace spatial
+
+#endif  // SIM_VM_VM_H_

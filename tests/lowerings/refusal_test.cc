@@ -1,0 +1,200 @@
+// Every refusal the elementwise family and matmul can give, with its message.
+#include <functional>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/lowerings/harness.h"
+
+namespace spatial::testing {
+namespace {
+
+// The refusal's full message; fails the test when `spec` lowers.
+std::string Refusal(const proto::OpSpec& spec, const Target& target) {
+  absl::StatusOr<Composition> c = Lower(spec, target);
+  EXPECT_FALSE(c.ok()) << "lowered " << spec.ShortDebugString();
+  if (c.ok()) return "";
+  EXPECT_TRUE(IsRefusal(c.status())) << c.status();
+  return std::string(c.status().message());
+}
+
+// test_tiny with one of its datapaths or its tile changed.
+Target Tiny(const std::function<void(proto::Target&)>& edit) {
+  proto::Target p = Shipped("test_tiny").proto();
+  p.set_name("test_edited");
+  edit(p);
+  return Target(p);
+}
+
+TEST(RefusalTest, EmptyTensors) {
+  const Target& t = Shipped("test_tiny");
+  proto::OpSpec silu = Spec({"x"});
+  silu.mutable_silu()->set_n(0);
+  EXPECT_EQ(Refusal(silu, t), "NotLowered: a silu of an empty tensor");
+  proto::OpSpec requant = Spec({"x"});
+  requant.mutable_int_requant()->set_n(0);
+  EXPECT_EQ(Refusal(requant, t), "NotLowered: an int_requant of an empty tensor");
+  proto::OpSpec decay = Spec({"ar", "dt", "al"});
+  decay.mutable_decay();
+  EXPECT_EQ(Refusal(decay, t), "NotLowered: a decay of an empty tensor");
+  for (int zero = 0; zero < 3; ++zero) {
+    proto::OpSpec mm = Spec({"a", "b"});
+    mm.mutable_matmul()->set_m(zero == 0 ? 0 : 4);
+    mm.mutable_matmul()->set_k(zero == 1 ? 0 : 4);
+    mm.mutable_matmul()->set_n(zero == 2 ? 0 : 4);
+    EXPECT_EQ(Refusal(mm, t), "NotLowered: a matmul of an empty tensor");
+  }
+}
+
+TEST(RefusalTest, OperandCounts) {
+  const Target& t = Shipped("test_tiny");
+  proto::OpSpec silu = Spec({"x", "z"});
+  silu.mutable_silu()->set_n(4);
+  EXPECT_EQ(Refusal(silu, t), "NotLowered: silu takes 1 operand, got 2");
+  proto::OpSpec decay = Spec({"ar"});
+  decay.mutable_decay()->set_n(4);
+  EXPECT_EQ(Refusal(decay, t), "NotLowered: decay takes 3 operands, got 1");
+  proto::OpSpec mm = Spec({});
+  mm.mutable_matmul()->set_m(1);
+  EXPECT_EQ(Refusal(mm, t), "NotLowered: matmul takes 2 operands, got 0");
+}
+
+TEST(RefusalTest, BlockDecayWhoseRowsDoNotDivide) {
+  proto::OpSpec decay = Spec({"ar", "dt", "al"});
+  decay.mutable_decay()->set_n(10);
+  decay.mutable_decay()->set_rows(3);
+  EXPECT_EQ(Refusal(decay, Shipped("test_tiny")), "NotLowered: a block decay whose rows do not divide its elements");
+  decay.mutable_decay()->set_n(2);  // heads == 0
+  EXPECT_EQ(Refusal(decay, Shipped("test_tiny")), "NotLowered: a block decay whose rows do not divide its elements");
+}
+
+// The flat decay has no column-blocked form: a row wider than the accumulator is refused, not mis-lowered.
+TEST(RefusalTest, FlatDecayWiderThanTheAccumulator) {
+  proto::OpSpec decay = Spec({"ar", "dt", "al"});
+  decay.mutable_decay()->set_n(33);  // 5 tiles of 8 against 4
+  EXPECT_EQ(Refusal(decay, Shipped("test_tiny")),
+            "AccTilesExceeded: stage 'decay' of decay_33 computes a page of 5 tiles; the accumulator holds 4 fp32 "
+            "tiles (target test_tiny)");
+}
+
+TEST(RefusalTest, MissingDatapaths) {
+  Target no_float = Tiny([](proto::Target& p) { p.mutable_datapaths()->clear_elementwise_float(); });
+  Target no_int = Tiny([](proto::Target& p) { p.mutable_datapaths()->clear_elementwise_int(); });
+  Target no_matrix = Tiny([](proto::Target& p) { p.mutable_datapaths()->clear_matrix_in(); });
+  proto::OpSpec gelu = Spec({"x"});
+  gelu.mutable_gelu()->set_n(4);
+  EXPECT_EQ(Refusal(gelu, no_float), "MissingCompute: a float elementwise datapath (target test_edited)");
+  proto::OpSpec gelu_matrix = gelu;  // every form asks for the datapath
+  gelu_matrix.mutable_gelu()->set_n(400);
+  gelu_matrix.set_shape_rows(20);
+  gelu_matrix.set_shape_cols(20);
+  EXPECT_EQ(Refusal(gelu_matrix, no_float), "MissingCompute: a float elementwise datapath (target test_edited)");
+  proto::OpSpec decay = Spec({"ar", "dt", "al"});
+  decay.mutable_decay()->set_n(6);
+  decay.mutable_decay()->set_rows(2);
+  EXPECT_EQ(Refusal(decay, no_float), "MissingCompute: a float elementwise datapath (target test_edited)");
+  proto::OpSpec relu_int = Spec({"x"});
+  relu_int.mutable_relu()->set_n(4);
+  relu_int.mutable_relu()->set_int_(true);
+  EXPECT_EQ(Refusal(relu_int, no_int), "MissingCompute: an integer elementwise datapath (target test_edited)");
+  proto::OpSpec relu_float = relu_int;
+  relu_float.mutable_relu()->set_int_(false);
+  EXPECT_TRUE(Lower(relu_float, no_int).ok());  // a float ReLU never asks for the integer datapath
+  proto::OpSpec mm = Spec({"a", "b"});
+  mm.mutable_matmul()->set_m(4);
+  mm.mutable_matmul()->set_k(4);
+  mm.mutable_matmul()->set_n(4);
+  EXPECT_EQ(Refusal(mm, no_matrix), "MissingCompute: a matrix datapath (target test_edited)");
+}
+
+TEST(RefusalTest, MatmulOnANonSquareTile) {
+  Target wide = Tiny([](proto::Target& p) { p.mutable_tile()->set_cols(16); });
+  proto::OpSpec mm = Spec({"a", "b"});
+  mm.mutable_matmul()->set_m(4);
+  mm.mutable_matmul()->set_k(4);
+  mm.mutable_matmul()->set_n(4);
+  EXPECT_EQ(Refusal(mm, wide), "NotLowered: a matmul in tiles on a tile that is not square");
+}
+
+TEST(RefusalTest, SpecValues) {
+  const Target& t = Shipped("test_tiny");
+  proto::OpSpec cap = Spec({"x"});
+  cap.mutable_softcap()->set_n(4);
+  EXPECT_EQ(Refusal(cap, t), "NotLowered: a softcap with a cap of zero");
+  proto::OpSpec requant = Spec({"x"});
+  requant.mutable_int_requant()->set_n(4);
+  requant.mutable_int_requant()->set_s(63);
+  EXPECT_EQ(Refusal(requant, t), "NotLowered: an int requant by a shift outside [0, 62] (63)");
+  requant.mutable_int_requant()->set_s(-1);
+  EXPECT_EQ(Refusal(requant, t), "NotLowered: an int requant by a shift outside [0, 62] (-1)");
+}
+
+TEST(RefusalTest, UnloweredKind) {
+  proto::OpSpec att = Spec({"q"});
+  att.mutable_attention()->set_h(2);
+  EXPECT_EQ(Refusal(att, Shipped("test_tiny")), "NotLowered: op kind 'attention' is not lowered yet");
+}
+
+// Malformed specs are errors, not refusals.
+TEST(RefusalTest, MalformedSpecsAreNotRefusals) {
+  const Target& t = Shipped("test_tiny");
+  absl::StatusOr<Composition> none = Lower(Spec({"x"}), t);
+  EXPECT_EQ(none.status(), absl::InvalidArgumentError("op spec has no kind"));
+  proto::OpSpec neg = Spec({"x"});
+  neg.mutable_silu()->set_n(-3);
+  EXPECT_EQ(Lower(neg, t).status(), absl::InvalidArgumentError("silu.n is negative (-3)"));
+  proto::OpSpec dup = Spec({"a", "a"});
+  dup.mutable_matmul()->set_m(1);
+  dup.mutable_matmul()->set_k(1);
+  dup.mutable_matmul()->set_n(1);
+  absl::StatusOr<Composition> d = Lower(dup, t);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(IsRefusal(d.status()));
+  proto::OpSpec self = Spec({"y"});  // the operand is named like the result
+  self.mutable_silu()->set_n(4);
+  EXPECT_EQ(Lower(self, t).status().code(), absl::StatusCode::kInvalidArgument);
+  proto::OpSpec no_out = Spec({"x"});
+  no_out.clear_out();
+  no_out.mutable_silu()->set_n(4);
+  EXPECT_EQ(Lower(no_out, t).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RefusalTest, IsRefusalRecognizesEveryKind) {
+  EXPECT_TRUE(IsRefusal(NotLowered("x")));
+  EXPECT_TRUE(IsRefusal(MissingCompute("x", Shipped("test_tiny"))));
+  EXPECT_TRUE(IsRefusal(MissingPrecision("x", Shipped("test_tiny"))));
+  EXPECT_TRUE(IsRefusal(AccTilesExceeded("x")));
+  EXPECT_FALSE(IsRefusal(absl::OkStatus()));
+  EXPECT_FALSE(IsRefusal(absl::InvalidArgumentError("NotLowered x")));
+  EXPECT_EQ(MissingPrecision("an int64 index", Shipped("test_tiny")).message(),
+            "MissingPrecision: an int64 index (target test_tiny)");
+}
+
+// The reference refuses what the lowering would: wrong shapes and missing inputs are errors.
+TEST(RefusalTest, ReferenceChecksItsInputs) {
+  proto::OpSpec silu = Spec({"x"});
+  silu.mutable_silu()->set_n(4);
+  EXPECT_EQ(ReferenceOp(silu, {}).status().code(), absl::StatusCode::kNotFound);
+  TensorMap wrong;
+  wrong["x"] = TensorData{2, 2, Precision::kFp32, {1, 2, 3, 4}};
+  EXPECT_EQ(ReferenceOp(silu, wrong).status().code(), absl::StatusCode::kInvalidArgument);
+  proto::OpSpec mm = Spec({"a", "b"});
+  mm.mutable_matmul()->set_m(2);
+  mm.mutable_matmul()->set_k(3);
+  mm.mutable_matmul()->set_n(1);
+  TensorMap ab;
+  ab["a"] = TensorData{2, 3, Precision::kFp32, {1, 2, 3, 4, 5, 6}};
+  ab["b"] = TensorData{1, 3, Precision::kFp32, {1, 1, 1}};  // must be 3 x 1
+  EXPECT_FALSE(ReferenceOp(mm, ab).ok());
+  ab["b"] = TensorData{3, 1, Precision::kFp32, {1, 0, -1}};
+  absl::StatusOr<TensorMap> c = ReferenceOp(mm, ab);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->at("y").values, (std::vector<double>{-2, -2}));
+  proto::OpSpec clamp = Spec({"x"});
+  clamp.mutable_int_clamp()->set_n(2);
+  TensorMap frac;
+  frac["x"] = TensorData{1, 2, Precision::kInt32, {1.5, 2}};
+  EXPECT_FALSE(ReferenceOp(clamp, frac).ok());
+}
+
+}  // namespace
+}  // namespace spatial::testing
