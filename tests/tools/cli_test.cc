@@ -1,0 +1,294 @@
+// The built `spatial` binary end to end: exit codes, diagnostics on stderr, and a lower -> vm -> re-run round
+// trip whose outputs must be identical.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "spatial/proto_io.h"
+#include "spatial/tensor_data.h"
+#include "tools/npy.h"
+
+namespace spatial {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class SpatialCli : public testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(testing::TempDir()) / absl::StrCat("spatial_cli_", info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(Path(name), std::ios::binary) << text;
+    return Path(name);
+  }
+
+  // Runs `spatial <args>` (args already shell-quoted where needed), stdin from `in` or /dev/null.
+  CliRun Spatial(const std::string& args, const std::string& in = "/dev/null") const {
+    std::string out = Path("stdout.txt"), err = Path("stderr.txt");
+    std::string cmd = absl::StrCat("'", SPATIAL_BIN, "' ", args, " <'", in, "' >'", out, "' 2>'", err, "'");
+    int rc = std::system(cmd.c_str());
+    CliRun r;
+    r.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    return r;
+  }
+
+  // A SiLU spec over a 1 x n row named x -> y.
+  std::string SiluSpec(int64_t n) const {
+    return Write(absl::StrCat("silu_", n, ".textproto"),
+                 absl::StrCat("out: \"y\"\noperands { name: \"x\" }\nsilu { n: ", n, " }\n"));
+  }
+
+  // Lowers a 1 x 64 SiLU for test_tiny; returns the program path.
+  std::string LoweredSilu() const {
+    std::string prog = Path("silu.textproto");
+    CliRun r = Spatial(absl::StrCat("lower --target=test_tiny --op=", SiluSpec(64), " -o ", prog));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return prog;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(SpatialCli, MalformedTextProtoHasFileLineCol) {
+  std::string spec = Write("bad.textproto", "out: \"y\"\nsilu { n: oops }\n");
+  CliRun r = Spatial("lower --target=test_tiny --op=" + spec);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr(spec + ":2:"));
+  EXPECT_THAT(r.err, MatchesRegex(".*bad\\.textproto:2:[0-9]+: error: .*"));
+}
+
+TEST_F(SpatialCli, SpecWithoutKindIsBadInput) {
+  std::string spec = Write("nokind.textproto", "out: \"y\"\noperands { name: \"x\" }\n");
+  CliRun r = Spatial("lower --target=test_tiny --op=" + spec);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr(spec + ": error: op spec has no kind"));
+}
+
+TEST_F(SpatialCli, ZeroSizeIsARefusal) {
+  std::string spec = SiluSpec(0);
+  CliRun r = Spatial("lower --target=test_tiny --op=" + spec);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr(spec + ": error: refused: NotLowered: "));
+  EXPECT_TRUE(r.out.empty()) << "a refusal must not print a program";
+}
+
+TEST_F(SpatialCli, TargetFileWithUnknownFieldHasFileLineCol) {
+  std::string target = Write("t.textproto", "name: \"t\"\nbogus_field: 3\n");
+  CliRun r = Spatial(absl::StrCat("lower --target=", target, " --op=", SiluSpec(64)));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr(target + ":2:"));
+  EXPECT_THAT(r.err, HasSubstr("bogus_field"));
+}
+
+TEST_F(SpatialCli, UnknownTargetNameListsTheShippedOnes) {
+  CliRun r = Spatial(absl::StrCat("lower --target=no_such_target --op=", SiluSpec(64)));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("wormhole_n150"));
+}
+
+TEST_F(SpatialCli, UsageErrors) {
+  CliRun none = Spatial("");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_THAT(none.err, HasSubstr("spatial: error: missing subcommand"));
+
+  CliRun unknown = Spatial("frobnicate");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("spatial: error: unknown subcommand 'frobnicate' (subcommands: lower,"));
+
+  CliRun missing = Spatial("vm");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("spatial vm: error: missing argument PROG"));
+
+  CliRun no_target = Spatial("lower --op=" + SiluSpec(64));
+  EXPECT_EQ(no_target.code, 2);
+  EXPECT_THAT(no_target.err, HasSubstr("spatial lower: error: missing --target"));
+
+  CliRun bad_flag = Spatial("inspect p.textproto --frobnicate");
+  EXPECT_EQ(bad_flag.code, 2);
+  EXPECT_THAT(bad_flag.err, HasSubstr("spatial inspect: error: unknown flag '--frobnicate'"));
+
+  CliRun unreadable = Spatial("inspect " + Path("nope.textproto"));
+  EXPECT_EQ(unreadable.code, 2);
+  EXPECT_THAT(unreadable.err, HasSubstr("nope.textproto: error: cannot open file"));
+}
+
+TEST_F(SpatialCli, HelpForTheToolAndEachSubcommand) {
+  CliRun tool = Spatial("--help");
+  EXPECT_EQ(tool.code, 0);
+  for (const char* sub : {"lower", "vm", "inspect", "demo"}) {
+    EXPECT_THAT(tool.out, HasSubstr(absl::StrCat("  ", sub, " "))) << sub;
+    CliRun r = Spatial(absl::StrCat(sub, " --help"));
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("usage: spatial ", sub))) << sub;
+    EXPECT_THAT(r.out, HasSubstr("example")) << sub;
+  }
+  CliRun vm = Spatial("vm --help");
+  EXPECT_THAT(vm.out, HasSubstr("--random-inputs=SEED"));
+  EXPECT_THAT(vm.out, HasSubstr("--input=NAME=FILE.npy"));
+}
+
+TEST_F(SpatialCli, NpyOfTheWrongShapeOrDtype) {
+  std::string prog = LoweredSilu();
+  std::string wrong_shape = Path("wrong_shape.npy");
+  ASSERT_TRUE(WriteNpy(wrong_shape, TensorData{2, 3, Precision::kFp32, std::vector<double>(6, 0.0)}).ok());
+  CliRun r = Spatial(absl::StrCat("vm ", prog, " --input x=", wrong_shape));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr(wrong_shape + ": error: shape (2, 3) but the program's tensor 'x' is 1x64"));
+
+  // A complex64 array: a valid .npy of a dtype the tool does not take.
+  std::string dict = "{'descr': '<c8', 'fortran_order': False, 'shape': (64,), }\n";
+  std::string c8 = std::string("\x93NUMPY\x01\x00", 8);
+  c8.push_back(static_cast<char>(dict.size()));
+  c8.push_back('\0');
+  std::string wrong_dtype = Write("c8.npy", c8 + dict + std::string(64 * 8, '\0'));
+  CliRun d = Spatial(absl::StrCat("vm ", prog, " --input x=", wrong_dtype));
+  EXPECT_EQ(d.code, 2);
+  EXPECT_THAT(d.err, HasSubstr(wrong_dtype + ": error: unsupported dtype \"<c8\""));
+
+  CliRun missing = Spatial("vm " + prog);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("error: no value for input tensor 'x'"));
+
+  CliRun stranger = Spatial(absl::StrCat("vm ", prog, " --input nosuch=", wrong_shape));
+  EXPECT_EQ(stranger.code, 2);
+  EXPECT_THAT(stranger.err, HasSubstr("the program has no input tensor 'nosuch' (its inputs: x)"));
+}
+
+// lower -> vm with seeded inputs -> every result written with its shape -> re-run from the saved inputs gives the
+// same bytes.
+TEST_F(SpatialCli, LowerRunAndReproduce) {
+  std::string spec = std::string(SPATIAL_SOURCE_DIR) + "/examples/ops/silu.textproto";
+  if (!fs::exists(spec)) spec = SiluSpec(100);
+  std::string prog = Path("prog.textproto");
+  CliRun lower = Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", prog));
+  ASSERT_EQ(lower.code, 0) << lower.err;
+  absl::StatusOr<Composition> c = ReadComposition(prog);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<Tensor> results = CompositionResults(*c), inputs = CompositionInputs(*c);
+  ASSERT_FALSE(results.empty());
+  ASSERT_FALSE(inputs.empty());
+
+  std::string out1 = Path("out1"), out2 = Path("out2");
+  CliRun first = Spatial(absl::StrCat("vm ", prog, " --random-inputs=5 --output-dir=", out1));
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_THAT(first.out, HasSubstr(results[0].name));
+  std::string given;
+  for (const Tensor& t : inputs) {
+    fs::path f = fs::path(out1) / "inputs" / (t.name + ".npy");
+    absl::StatusOr<NpyArray> a = ReadNpy(f.string());
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->shape, (std::vector<int64_t>{t.rows, t.cols})) << t.name;
+    for (double v : a->values) {
+      ASSERT_GE(v, -2.0);
+      ASSERT_LT(v, 2.0);
+    }
+    absl::StrAppend(&given, " --input ", t.name, "=", f.string());
+  }
+  for (const Tensor& t : results) {
+    absl::StatusOr<NpyArray> a = ReadNpy((fs::path(out1) / (t.name + ".npy")).string());
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->shape, (std::vector<int64_t>{t.rows, t.cols})) << t.name;
+    EXPECT_EQ(a->descr, IsInteger(t.precision) ? "<i8" : "<f8");
+  }
+
+  CliRun again = Spatial(absl::StrCat("vm ", prog, given, " --quiet --output-dir=", out2));
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(again.out.empty()) << "--quiet printed: " << again.out;
+  for (const Tensor& t : results) {
+    std::string a = Slurp(fs::path(out1) / (t.name + ".npy")), b = Slurp(fs::path(out2) / (t.name + ".npy"));
+    EXPECT_FALSE(a.empty());
+    EXPECT_EQ(a, b) << t.name << " differs between the seeded run and its re-run";
+  }
+  // Same seed, same inputs; another seed, other inputs.
+  CliRun same = Spatial(absl::StrCat("vm ", prog, " --random-inputs=5 --quiet --output-dir=", Path("out3")));
+  CliRun other = Spatial(absl::StrCat("vm ", prog, " --random-inputs=6 --quiet --output-dir=", Path("out4")));
+  ASSERT_EQ(same.code, 0);
+  ASSERT_EQ(other.code, 0);
+  std::string r0 = results[0].name + ".npy";
+  EXPECT_EQ(Slurp(fs::path(out1) / r0), Slurp(fs::path(Path("out3")) / r0));
+  EXPECT_NE(Slurp(fs::path(out1) / r0), Slurp(fs::path(Path("out4")) / r0));
+}
+
+TEST_F(SpatialCli, BinaryProgramsAndStdin) {
+  std::string bin = Path("silu.binpb");
+  CliRun lower = Spatial(absl::StrCat("lower --target=test_tiny --op=", SiluSpec(64), " -o ", bin));
+  ASSERT_EQ(lower.code, 0) << lower.err;
+  CliRun from_bin = Spatial("inspect --summary " + bin);
+  EXPECT_EQ(from_bin.code, 0) << from_bin.err;
+  EXPECT_THAT(from_bin.out, HasSubstr("for target test_tiny"));
+  EXPECT_THAT(from_bin.out, HasSubstr("footprint:"));
+  // Text on stdout, read back from stdin.
+  CliRun text = Spatial(absl::StrCat("lower --target=test_tiny --op=", SiluSpec(64)));
+  ASSERT_EQ(text.code, 0) << text.err;
+  std::string prog = Write("piped.textproto", text.out);
+  CliRun piped = Spatial("inspect -", prog);
+  EXPECT_EQ(piped.code, 0) << piped.err;
+  EXPECT_THAT(piped.out, HasSubstr("work items:"));
+}
+
+// Plants a fault the VM must report: the first load's origin moved far past its tensor.
+TEST_F(SpatialCli, VmFaultIsAFailedRun) {
+  std::string text = Slurp(LoweredSilu());
+  size_t at = text.find("origin {");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + 8, "\n base: 1000");
+  std::string prog = Write("fault.textproto", text);
+  CliRun r = Spatial("vm " + prog + " --random-inputs=1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr(prog + ": error: TileOutOfRange: "));
+}
+
+// A program that parses but breaks the model's rules is a failed check (1), not unreadable input (2).
+TEST_F(SpatialCli, InvalidProgramIsRejectedBeforeRunning) {
+  std::string text = Slurp(LoweredSilu());
+  size_t at = text.find("depth: ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find('\n', at) - at, "depth: 0");
+  std::string prog = Write("invalid.textproto", text);
+  for (const char* cmd : {"inspect ", "vm --random-inputs=1 "}) {
+    CliRun r = Spatial(cmd + prog);
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_THAT(r.err, HasSubstr(prog + ": error: invalid program: ")) << cmd;
+    EXPECT_THAT(r.err, HasSubstr("depth")) << cmd;
+  }
+}
+
+TEST_F(SpatialCli, DemoPasses) {
+  CliRun r = Spatial("demo");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("PASS"));
+  EXPECT_THAT(r.out, HasSubstr("wormhole_n150"));
+  EXPECT_THAT(r.out, HasSubstr("1x3072"));
+}
+
+}  // namespace
+}  // namespace spatial

@@ -1,0 +1,81 @@
+// `spatial lower`: an op spec and a target -> a validated program, or the lowering's refusal.
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/registry.h"
+#include "proto/op.pb.h"
+#include "spatial/proto_file.h"
+#include "spatial/proto_io.h"
+#include "spatial/validate.h"
+#include "tools/command_common.h"
+#include "tools/commands.h"
+
+namespace spatial {
+namespace {
+
+using cli::FlagSpec;
+
+int RunLower(const cli::ParsedArgs& args) {
+  const std::string cmd = "lower";
+  if (args.Has("op") && !args.positional.empty()) {
+    return cli::UsageError(std::cerr, cmd, "give the op spec either as --op=SPEC or as an argument, not both");
+  }
+  std::string spec_path = args.Has("op") ? args.Get("op") : args.positional.empty() ? "" : args.positional[0];
+  if (spec_path.empty()) return cli::UsageError(std::cerr, cmd, "missing --op=SPEC.textproto");
+  const std::string where = cli::DisplayName(spec_path);
+
+  proto::OpSpec spec;
+  if (absl::Status st = ReadProtoFile(spec_path, &spec); !st.ok()) {
+    cli::PrintError(std::cerr, where, st);
+    return cli::kExitUsage;
+  }
+  int exit_code = cli::kExitOk;
+  std::optional<Target> target = LoadTargetOrReport(args.Get("target"), cmd, &exit_code);
+  if (!target) return exit_code;
+
+  absl::StatusOr<Composition> c = Lower(spec, *target);
+  if (!c.ok()) {
+    if (IsRefusal(c.status())) {
+      cli::PrintError(std::cerr, where, absl::StrCat("refused: ", c.status().message()));
+      return cli::kExitFailed;
+    }
+    cli::PrintError(std::cerr, where, c.status());
+    // A malformed spec is bad input; anything else is a failure of the lowering.
+    return c.status().code() == absl::StatusCode::kInvalidArgument ? cli::kExitUsage : cli::kExitFailed;
+  }
+  // A lowering promises a valid program; check it so a bug shows here and not as a confusing VM fault later.
+  if (absl::Status st = ValidateComposition(*c); !st.ok()) {
+    cli::PrintError(std::cerr, where,
+                    absl::StrCat("the ", OpKindName(spec), " lowering produced an invalid program: ", st.message()));
+    return cli::kExitFailed;
+  }
+  std::string out = args.Get("o", "-");
+  if (absl::Status st = WriteComposition(out, *c); !st.ok()) {
+    cli::PrintError(std::cerr, "spatial lower", st);
+    return cli::kExitFailed;
+  }
+  return cli::kExitOk;
+}
+
+}  // namespace
+
+Subcommand LowerCommand() {
+  cli::CommandSpec s;
+  s.name = "lower";
+  s.summary = "lower an op spec (spatial.proto.OpSpec) into a program for a target";
+  s.positional = "[SPEC]";
+  s.max_positional = 1;
+  s.flags = {
+      {"target", FlagSpec::Kind::kValue, "NAME|FILE", "shipped target name (wormhole_n150, ...) or a target .textproto",
+       /*required=*/true},
+      {"op", FlagSpec::Kind::kValue, "SPEC", "the op spec file (.textproto text, .binpb binary, '-' stdin)"},
+      {"o", FlagSpec::Kind::kValue, "FILE", "write the program here (default '-': stdout, text; .binpb: binary)"},
+  };
+  s.description =
+      "Reads a spatial.proto.OpSpec, lowers it for the target, validates the program and writes it.\n"
+      "A lowering that cannot map the op prints 'SPEC: error: refused: <reason>' and exits 1.";
+  s.examples = {"spatial lower --target=wormhole_n150 --op=examples/ops/silu.textproto -o silu.textproto"};
+  return {s, &RunLower};
+}
+
+}  // namespace spatial

@@ -1,0 +1,51 @@
+#include "tools/random_inputs.h"
+
+#include <algorithm>
+
+namespace spatial {
+namespace {
+
+// SplitMix64 (Steele, Lea, Flood 2014): a tiny generator with a fully specified output sequence.
+uint64_t SplitMix(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// FNV-1a of the tensor name, so each tensor draws its own stream.
+uint64_t NameHash(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+}  // namespace
+
+TensorData RandomTensor(const Tensor& t, uint64_t seed) {
+  TensorData d;
+  d.rows = t.rows;
+  d.cols = t.cols;
+  d.precision = t.precision;
+  int64_t n = t.rows > 0 && t.cols > 0 ? t.rows * t.cols : 0;
+  d.values.resize(static_cast<size_t>(n));
+  uint64_t state = seed ^ NameHash(t.name);
+  if (IsInteger(t.precision)) {
+    int64_t lo = std::max<int64_t>(IntMin(t.precision), -100);
+    int64_t hi = std::min<int64_t>(IntMax(t.precision), 100);
+    uint64_t span = static_cast<uint64_t>(hi - lo + 1);
+    for (double& v : d.values) v = static_cast<double>(lo + static_cast<int64_t>(SplitMix(state) % span));
+  } else {
+    // 53 random bits -> [0, 1) exactly, then [-2, 2).
+    for (double& v : d.values) v = -2.0 + 4.0 * (static_cast<double>(SplitMix(state) >> 11) * 0x1.0p-53);
+  }
+  return d;
+}
+
+TensorMap RandomInputs(const std::vector<Tensor>& tensors, uint64_t seed) {
+  TensorMap m;
+  for (const Tensor& t : tensors) m[t.name] = RandomTensor(t, seed);
+  return m;
+}
+
+}  // namespace spatial

@@ -1,0 +1,26 @@
+// Deterministic random input tensors for `spatial vm --random-inputs=SEED` and `spatial demo`.
+//
+// The values depend only on the seed, the tensor's name and its shape and precision (never on the order or number
+// of the other inputs), and are produced by our own generator rather than <random>'s distributions, whose
+// outputs the C++ standard leaves to each library: the same SEED gives the same inputs on every machine.
+#ifndef TOOLS_RANDOM_INPUTS_H_
+#define TOOLS_RANDOM_INPUTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "spatial/program.h"
+#include "spatial/tensor_data.h"
+
+namespace spatial {
+
+// Float precisions: uniform in [-2, 2). Integer precisions: uniform integers in the precision's range clipped to
+// [-100, 100].
+TensorData RandomTensor(const Tensor& t, uint64_t seed);
+
+// One RandomTensor per tensor, by name.
+TensorMap RandomInputs(const std::vector<Tensor>& tensors, uint64_t seed);
+
+}  // namespace spatial
+
+#endif  // TOOLS_RANDOM_INPUTS_H_
