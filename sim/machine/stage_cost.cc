@@ -1,0 +1,268 @@
+#include "sim/machine/stage_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+
+namespace spatial {
+namespace {
+
+// Saturating product of extents: a hostile program's iteration space must not overflow into a negative cost.
+int64_t SatMul(int64_t a, int64_t b) {
+  constexpr int64_t kMax = int64_t{1} << 52;
+  if (a <= 0 || b <= 0) return 0;
+  if (a > kMax / b) return kMax;
+  return a * b;
+}
+
+int64_t CeilDivPos(int64_t a, int64_t b) { return b <= 0 ? a : (a + b - 1) / b; }
+
+struct BodyCounts {
+  int64_t add_like = 0;  // Add, Sub, Min, Max
+  int64_t mul = 0;
+  int64_t other = 0;     // FloorDiv, Shr, Select
+  std::vector<SfpuKind> unary;
+};
+
+// Counts each distinct node once: a shared subtree is computed once and reused from a register.
+BodyCounts CountBody(const Body& body) {
+  BodyCounts c;
+  std::unordered_set<const BodyNode*> seen;
+  std::vector<const BodyNode*> stack;
+  if (body.defined()) stack.push_back(body.get());
+  while (!stack.empty()) {
+    const BodyNode* n = stack.back();
+    stack.pop_back();
+    if (n == nullptr || !seen.insert(n).second) continue;
+    switch (n->op) {
+      case BodyOp::kAdd:
+      case BodyOp::kSub:
+      case BodyOp::kMin:
+      case BodyOp::kMax:
+        ++c.add_like;
+        break;
+      case BodyOp::kMul:
+        ++c.mul;
+        break;
+      case BodyOp::kFloorDiv:
+      case BodyOp::kShr:
+      case BodyOp::kSelect:
+        ++c.other;
+        break;
+      case BodyOp::kUnary:
+        c.unary.push_back(n->sfpu);
+        break;
+      case BodyOp::kOperand:
+      case BodyOp::kConst:
+        break;
+    }
+    for (const Body* child : {&n->a, &n->b, &n->c}) {
+      if (child->defined()) stack.push_back(child->get());
+    }
+  }
+  return c;
+}
+
+double SfpuCycles(const Target& target, const SfpuKind& k) {
+  const auto& costs = target.proto().costs();
+  const bool approx = target.proto().numerics().approx_mode();
+  std::optional<double> other_mode;
+  for (const auto& e : costs.sfpu()) {
+    if (static_cast<int>(e.kind()) != static_cast<int>(k.op)) continue;
+    if (e.approx() == approx) return e.cycles_per_tile();
+    if (!other_mode) other_mode = e.cycles_per_tile();
+  }
+  // A kind the table misses in this mode costs what it has in the other mode, else one instruction row.
+  return other_mode.value_or(costs.sfpu_op_per_tile());
+}
+
+int64_t BufferTileBytes(const Section& s, BufferId b, const Target& target) {
+  if (b < 0 || b >= static_cast<int>(s.buffers.size())) return 0;
+  return target.tile_bytes(s.buffers[b].precision);
+}
+
+int64_t BufferPageTiles(const Section& s, BufferId b) {
+  if (b < 0 || b >= static_cast<int>(s.buffers.size())) return 1;
+  return std::max<int64_t>(1, s.buffers[b].page_tiles);
+}
+
+ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm, const Target& target,
+                       const MachineParams& p) {
+  const auto& costs = target.proto().costs();
+  ComputeCost c;
+  const int64_t m = std::max<int64_t>(0, mm.m_tiles), n = std::max<int64_t>(0, mm.n_tiles),
+                k = std::max<int64_t>(0, mm.k_tiles);
+  const int64_t products = SatMul(SatMul(m, n), k);
+  const BufferId a = st.ins.size() > 0 ? st.ins[0] : -1;
+  const BufferId b = st.ins.size() > 1 ? st.ins[1] : -1;
+  const BufferId out = st.outs.empty() ? -1 : st.outs[0];
+  c.fpu = static_cast<double>(products) * p.matmul_cycles;
+  double in_bytes = static_cast<double>(SatMul(m, k)) * BufferTileBytes(s, a, target) +
+                    static_cast<double>(SatMul(k, n)) * BufferTileBytes(s, b, target);
+  const double out_bytes = static_cast<double>(SatMul(m, n)) * BufferTileBytes(s, out, target);
+  if (mm.accumulate) in_bytes += out_bytes;
+  if (costs.unpack_bytes_per_cycle() > 0) c.unpack = in_bytes / costs.unpack_bytes_per_cycle();
+  if (costs.pack_bytes_per_cycle() > 0) c.pack = out_bytes / costs.pack_bytes_per_cycle();
+  c.latency = costs.pipeline_latency();
+  c.tiles = std::max<int64_t>(1, products);
+  c.flops = 2.0 * static_cast<double>(products) * static_cast<double>(target.tile_rows()) *
+            static_cast<double>(target.tile_cols()) * static_cast<double>(target.tile_cols());
+  return c;
+}
+
+ComputeCost GenericCost(const Section& s, const Stage& st, const Generic& g, const Target& target,
+                        const MachineParams& p) {
+  const auto& costs = target.proto().costs();
+  ComputeCost c;
+  int64_t points = 1, out_points = 1;
+  bool reduce = false;
+  for (const IterSpec& it : g.iters) {
+    points = SatMul(points, std::max<int64_t>(0, it.extent));
+    if (IsReduce(it.kind)) {
+      reduce = true;
+    } else {
+      out_points = SatMul(out_points, std::max<int64_t>(0, it.extent));
+    }
+  }
+  const int64_t elems = std::max<int64_t>(1, target.tile_elems());
+  const int64_t work_tiles = CeilDivPos(points, elems);
+  const int64_t out_tiles = CeilDivPos(out_points, elems);
+  const double wt = static_cast<double>(work_tiles);
+  const BodyCounts bc = CountBody(g.body);
+  const bool fpu_only = bc.unary.empty() && bc.other == 0;
+  if (fpu_only) {
+    const int64_t passes = bc.add_like + bc.mul;
+    c.fpu = wt * (static_cast<double>(bc.add_like) * costs.eltwise_add_per_tile() +
+                  static_cast<double>(bc.mul) * p.fidelity_phases * costs.eltwise_mul_per_tile());
+    // No arithmetic at all: a datacopy (or fill) through the FPU, one pass.
+    if (passes == 0) c.fpu = wt * costs.eltwise_add_per_tile();
+  } else {
+    double per_tile = static_cast<double>(bc.add_like + bc.mul + bc.other) * costs.sfpu_op_per_tile();
+    for (const SfpuKind& k : bc.unary) per_tile += SfpuCycles(target, k);
+    c.sfpu = wt * per_tile;
+  }
+  if (reduce) c.fpu += wt * costs.eltwise_add_per_tile();
+  // Unpack: each distinct input buffer's tiles, at most a page of them (a broadcast reads one tile).
+  double in_bytes = 0;
+  std::vector<BufferId> seen;
+  for (BufferId b : st.ins) {
+    if (std::find(seen.begin(), seen.end(), b) != seen.end()) continue;
+    seen.push_back(b);
+    in_bytes += static_cast<double>(std::min(BufferPageTiles(s, b), std::max<int64_t>(1, work_tiles))) *
+                BufferTileBytes(s, b, target);
+  }
+  const BufferId out = st.outs.empty() ? -1 : st.outs[0];
+  const double out_bytes =
+      static_cast<double>(std::min(BufferPageTiles(s, out), std::max<int64_t>(1, out_tiles))) *
+      BufferTileBytes(s, out, target);
+  if (costs.unpack_bytes_per_cycle() > 0) c.unpack = in_bytes / costs.unpack_bytes_per_cycle();
+  if (costs.pack_bytes_per_cycle() > 0) c.pack = out_bytes / costs.pack_bytes_per_cycle();
+  c.latency = costs.pipeline_latency();
+  c.tiles = std::max<int64_t>(1, work_tiles);
+  const int64_t ops = bc.add_like + bc.mul + bc.other + static_cast<int64_t>(bc.unary.size()) + (reduce ? 1 : 0);
+  c.flops = static_cast<double>(points) * static_cast<double>(ops);
+  return c;
+}
+
+}  // namespace
+
+double ComputeCost::Duration() const {
+  const double math = fpu + sfpu;
+  const double longest = std::max({unpack, math, pack});
+  const double rest = unpack + math + pack - longest;
+  return longest + rest / static_cast<double>(std::max<int64_t>(1, tiles)) + latency;
+}
+
+int64_t MachineParams::Hops(int64_t c, int64_t y, int64_t x) const {
+  if (c < 0 || c >= static_cast<int64_t>(channel_y.size())) return 0;
+  return std::llabs(channel_y[c] - y) + std::llabs(channel_x[c] - x);
+}
+
+absl::StatusOr<MachineParams> DeriveParams(const Target& target) {
+  const auto& t = target.proto();
+  MachineParams p;
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("target '", target.name(), "' cannot be simulated: ", what));
+  };
+  if (!(t.clock_hz() > 0)) return bad("clock_hz must be positive");
+  if (target.grid_y() < 1 || target.grid_x() < 1) return bad("the grid must have at least one site");
+  if (target.tile_rows() < 1 || target.tile_cols() < 1) return bad("the tile shape must be positive");
+  // Three sequencer threads per site: a grid beyond this is not a chip this model was built for.
+  if (target.sites() > kMaxSites) return bad(absl::StrCat("more than ", kMaxSites, " sites"));
+  if (t.dram().channels() < 1 || t.dram().channels() > 4096) return bad("dram.channels must be in [1, 4096]");
+  if (!(t.dram().bytes_per_second() > 0)) return bad("dram.bytes_per_second must be positive");
+  if (!(t.noc().link_bytes_per_cycle() > 0)) return bad("noc.link_bytes_per_cycle must be positive");
+  p.clock_hz = t.clock_hz();
+  p.grid_y = target.grid_y();
+  p.grid_x = target.grid_x();
+  p.channels = t.dram().channels();
+  // An unset efficiency means the peak is what is sustained.
+  const double eff = t.dram().efficiency() > 0 ? t.dram().efficiency() : 1.0;
+  p.channel_bytes_per_cycle = t.dram().bytes_per_second() * eff / static_cast<double>(p.channels) / p.clock_hz;
+  p.dram_latency = std::max(0.0, t.dram().latency_cycles());
+  p.link_bytes_per_cycle = t.noc().link_bytes_per_cycle();
+  p.hop_cycles = std::max(0.0, t.noc().hop_cycles());
+  p.niu_cycles = std::max(0.0, t.noc().niu_cycles());
+  const auto& costs = t.costs();
+  switch (t.numerics().fidelity()) {
+    case proto::LOFI:
+      p.fidelity = "LoFi";
+      p.fidelity_phases = 1;
+      p.matmul_cycles = costs.matmul_lofi();
+      break;
+    case proto::HIFI2:
+      p.fidelity = "HiFi2";
+      p.fidelity_phases = 2;
+      p.matmul_cycles = costs.matmul_hifi2();
+      break;
+    case proto::HIFI3:
+      p.fidelity = "HiFi3";
+      p.fidelity_phases = 3;
+      p.matmul_cycles = costs.matmul_hifi3();
+      break;
+    default:  // unspecified: HiFi4, the accurate default of tt-metal's compute kernels
+      p.fidelity = "HiFi4";
+      p.fidelity_phases = 4;
+      p.matmul_cycles = costs.matmul_hifi4();
+      break;
+  }
+  const int64_t west = (p.channels + 1) / 2, east = p.channels / 2;
+  for (int64_t c = 0; c < p.channels; ++c) {
+    const bool on_west = c % 2 == 0;
+    const int64_t idx = c / 2, per_side = on_west ? west : east;
+    // Spread the side's channels evenly along y: channel idx at the middle of its share of the rows.
+    p.channel_y.push_back(std::min(p.grid_y - 1, (2 * idx + 1) * p.grid_y / (2 * std::max<int64_t>(1, per_side))));
+    p.channel_x.push_back(on_west ? -1 : p.grid_x);
+  }
+  return p;
+}
+
+StageCost CostOf(const Section& section, const Stage& stage, const Target& target, const MachineParams& params) {
+  StageCost c;
+  if (const auto* ld = std::get_if<Load>(&stage.op)) {
+    c.thread = EngineThread::kReader;
+    const auto& pat = ld->pattern;
+    c.tiles = SatMul(std::max<int64_t>(0, pat.block_h), std::max<int64_t>(0, pat.block_w));
+    if (ld->tensor >= 0 && ld->tensor < static_cast<int>(section.tensors.size())) {
+      c.tile_bytes = target.tile_bytes(section.tensors[ld->tensor].precision);
+    }
+  } else if (const auto* stor = std::get_if<Store>(&stage.op)) {
+    c.thread = EngineThread::kWriter;
+    const auto& pat = stor->pattern;
+    c.tiles = SatMul(std::max<int64_t>(0, pat.block_h), std::max<int64_t>(0, pat.block_w));
+    if (stor->tensor >= 0 && stor->tensor < static_cast<int>(section.tensors.size())) {
+      c.tile_bytes = target.tile_bytes(section.tensors[stor->tensor].precision);
+    }
+  } else if (const auto* mm = std::get_if<MatmulTiles>(&stage.op)) {
+    c.compute = MatmulCost(section, stage, *mm, target, params);
+  } else if (const auto* g = std::get_if<Generic>(&stage.op)) {
+    c.compute = GenericCost(section, stage, *g, target, params);
+  }
+  return c;
+}
+
+}  // namespace spatial

@@ -1,0 +1,276 @@
+#include "sim/simulate.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "sim/machine/machine.h"
+#include "sim/report/error_stats.h"
+#include "sim/report/timeline.h"
+#include "sim/vm/vm.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+namespace {
+
+// Every section that stores `name` claims Exact (an output nothing stores keeps its initial values: exact).
+bool ExactClaim(const Composition& c, const std::string& name) {
+  for (const Section& s : c.sections) {
+    const int t = s.FindTensor(name);
+    if (t < 0) continue;
+    for (const Stage& st : s.stages) {
+      const auto* store = std::get_if<Store>(&st.op);
+      if (store != nullptr && store->tensor == t && !s.claim.exact) return false;
+    }
+  }
+  return true;
+}
+
+// The value of flat element `elem` of a tensor: from the inputs (the value the run starts with), else the run's
+// final values (a tensor an earlier section produced), else its init.
+std::optional<double> TensorElement(const Tensor& t, int64_t elem, const TensorMap& values, const TensorMap& inputs) {
+  for (const TensorMap* m : {&inputs, &values}) {
+    auto it = m->find(t.name);
+    if (it == m->end()) continue;
+    if (elem < 0 || elem >= static_cast<int64_t>(it->second.values.size())) return std::nullopt;
+    return it->second.values[static_cast<size_t>(elem)];
+  }
+  if (elem < 0 || elem >= t.rows * t.cols) return std::nullopt;
+  switch (t.init.kind) {
+    case TensorInit::Kind::kZero:
+      return 0.0;
+    case TensorInit::Kind::kConstF:
+      return t.init.const_f;
+    case TensorInit::Kind::kValues:
+      return elem < static_cast<int64_t>(t.init.values.size()) ? static_cast<double>(t.init.values[elem]) : 0.0;
+    case TensorInit::Kind::kFloatValues:
+      return elem < static_cast<int64_t>(t.init.float_values.size()) ? t.init.float_values[elem] : 0.0;
+    case TensorInit::Kind::kExternal:
+      break;
+  }
+  return std::nullopt;
+}
+
+// Fold blocks per section: the trip's ceil((value + bias) / per) when its value is known, else -1 (the machine
+// then times num_blocks, the most the fold may run).
+absl::StatusOr<std::vector<int64_t>> FoldBlocks(const Composition& c, const TensorMap& values,
+                                                const TensorMap& inputs) {
+  std::vector<int64_t> blocks;
+  for (const Section& s : c.sections) {
+    if (!s.trip) {
+      blocks.push_back(-1);
+      continue;
+    }
+    const Trip& trip = *s.trip;
+    if (trip.tensor < 0 || trip.tensor >= static_cast<int>(s.tensors.size()) || trip.per < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("BadProgram: section '", s.name, "': malformed trip"));
+    }
+    std::optional<double> v = TensorElement(s.tensors[trip.tensor], trip.elem, values, inputs);
+    if (!v || !std::isfinite(*v)) {
+      blocks.push_back(-1);
+      continue;
+    }
+    const int64_t value = static_cast<int64_t>(*v);
+    if (value < trip.lo || value > trip.hi) {
+      return absl::OutOfRangeError(absl::StrCat("TripOutOfRange: section '", s.name, "': trip value ", value,
+                                                " of tensor '", s.tensors[trip.tensor].name, "' outside [",
+                                                trip.lo, ", ", trip.hi, "]"));
+    }
+    const int64_t n = value + trip.bias;
+    blocks.push_back(n <= 0 ? 0 : (n + trip.per - 1) / trip.per);
+  }
+  return blocks;
+}
+
+// The whole simulation, in this process. Runs SystemC: callable once per process.
+absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& target, const TensorMap& inputs,
+                                       const SimOptions& options) {
+  SimResult result;
+  TensorMap values;
+  std::vector<proto::OutputError> errors;
+  if (!options.timing_only) {
+    VmOptions vo;
+    vo.model = options.model;
+    ASSIGN_OR_RETURN(values, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, vo));
+    TensorMap exact;
+    const TensorMap* ref = &values;
+    if (options.compare_vm && options.model != nullptr && !options.model->exact()) {
+      ASSIGN_OR_RETURN(exact, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, VmOptions{}));
+      ref = &exact;
+    }
+    for (const Tensor& t : CompositionResults(c)) {
+      auto it = values.find(t.name);
+      if (it == values.end()) continue;
+      result.outputs[t.name] = it->second;
+      if (!options.compare_vm) continue;
+      auto r = ref->find(t.name);
+      if (r == ref->end()) continue;
+      const bool exact_claim = ExactClaim(c, t.name);
+      auto tol = options.tolerance.find(t.name);
+      errors.push_back(CompareTensor(t.name, it->second, r->second,
+                                     tol != options.tolerance.end() ? tol->second : DefaultTolerance(exact_claim),
+                                     exact_claim));
+    }
+  }
+  MachineOptions mo;
+  ASSIGN_OR_RETURN(mo.blocks_per_section, FoldBlocks(c, values, inputs));
+  mo.record_spans = !options.trace_path.empty() || !options.vcd_path.empty();
+  ASSIGN_OR_RETURN(MachineResult m, RunMachine(c, target, mo));
+  result.report = std::move(m.report);
+  result.report.set_timing_only(options.timing_only);
+  result.report.set_numerics(options.timing_only ? "none"
+                             : (options.model == nullptr || options.model->exact()) ? "exact"
+                                                                                    : "target");
+  for (proto::OutputError& e : errors) *result.report.add_errors() = std::move(e);
+  if (!options.trace_path.empty()) RETURN_IF_ERROR(WriteChromeTrace(options.trace_path, m.timeline, m.spans));
+  if (!options.vcd_path.empty()) {
+    RETURN_IF_ERROR(WriteVcd(options.vcd_path, m.timeline, m.spans, options.vcd_window_cycles));
+  }
+  return result;
+}
+
+proto::SimOutcome ToOutcome(const absl::StatusOr<SimResult>& r) {
+  proto::SimOutcome out;
+  if (!r.ok()) {
+    out.set_status_code(static_cast<int32_t>(r.status().code()));
+    out.set_status_message(std::string(r.status().message()));
+    return out;
+  }
+  *out.mutable_report() = r->report;
+  for (const auto& [name, t] : r->outputs) {
+    proto::SimTensor* st = out.add_outputs();
+    st->set_name(name);
+    st->set_rows(t.rows);
+    st->set_cols(t.cols);
+    st->set_precision(static_cast<proto::Precision>(t.precision));
+    st->mutable_values()->Add(t.values.begin(), t.values.end());
+  }
+  return out;
+}
+
+absl::StatusOr<SimResult> FromOutcome(const proto::SimOutcome& o) {
+  if (o.status_code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(o.status_code()), o.status_message());
+  }
+  SimResult r;
+  r.report = o.report();
+  for (const proto::SimTensor& st : o.outputs()) {
+    TensorData t;
+    t.rows = st.rows();
+    t.cols = st.cols();
+    t.precision = static_cast<Precision>(st.precision());
+    t.values.assign(st.values().begin(), st.values().end());
+    r.outputs[st.name()] = std::move(t);
+  }
+  return r;
+}
+
+// The child: simulate, send the outcome, exit without running the parent's atexit handlers or flushing its
+// stdio buffers a second time.
+[[noreturn]] void RunChild(int fd, const Composition& c, const Target& target, const TensorMap& inputs,
+                           const SimOptions& options) {
+  proto::SimOutcome outcome;
+  try {
+    outcome = ToOutcome(SimulateHere(c, target, inputs, options));
+  } catch (const std::exception& e) {
+    outcome.set_status_code(static_cast<int32_t>(absl::StatusCode::kInternal));
+    outcome.set_status_message(absl::StrCat("simulation threw: ", e.what()));
+  }
+  std::string bytes;
+  if (!outcome.SerializeToString(&bytes)) _exit(3);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(4);
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  _exit(0);
+}
+
+}  // namespace
+
+absl::StatusOr<SimResult> Simulate(const Composition& c, const Target& target, const TensorMap& inputs,
+                                   const SimOptions& options) {
+  if (c.tile_rows != target.tile_rows() || c.tile_cols != target.tile_cols()) {
+    return absl::InvalidArgumentError(absl::StrCat("composition '", c.name, "' was built for a ", c.tile_rows, "x",
+                                                   c.tile_cols, " tile; target '", target.name(), "' has ",
+                                                   target.tile_rows(), "x", target.tile_cols()));
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  std::fflush(nullptr);  // or the child's exit path could repeat buffered output
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    RunChild(fds[1], c, target, inputs, options);
+  }
+  close(fds[1]);
+
+  using Clock = std::chrono::steady_clock;
+  const bool limited = options.timeout_seconds > 0;
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(options.timeout_seconds);
+  std::string bytes;
+  char buf[1 << 16];
+  bool timed_out = false;
+  for (;;) {
+    int wait_ms = -1;
+    if (limited) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        timed_out = true;
+        break;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left, 1 << 30));
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int ready = poll(&pfd, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) continue;  // the deadline check above ends the loop
+    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF (or a broken pipe): the child is done
+    bytes.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat("simulation of '", c.name, "' exceeded its timeout of ",
+                                                    options.timeout_seconds, " s and was killed"));
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::InternalError(absl::StrCat("simulation of '", c.name, "' crashed: signal ", WTERMSIG(status), " (",
+                                            strsignal(WTERMSIG(status)), ")"));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat("simulation of '", c.name, "' exited with status ",
+                                            WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  }
+  proto::SimOutcome outcome;
+  if (!outcome.ParseFromString(bytes)) {
+    return absl::InternalError(absl::StrCat("simulation of '", c.name, "' sent an unreadable result (", bytes.size(),
+                                            " bytes)"));
+  }
+  return FromOutcome(outcome);
+}
+
+}  // namespace spatial

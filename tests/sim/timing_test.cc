@@ -1,0 +1,196 @@
+// Timing sanity of the machine on hand-built programs: every expected figure is hardware arithmetic on the
+// Wormhole-like test target (sim_test_util.h), and every simulation goes through the forked Simulate().
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "sim/simulate.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace spatial {
+namespace {
+
+using sim_test::Copy;
+using sim_test::ExpMap;
+using sim_test::MatmulFold;
+using sim_test::WormholeLike;
+using sim_test::WormholeLikeProto;
+
+proto::SimReport TimeOnly(const Composition& c, const Target& t) {
+  SimOptions o;
+  o.timing_only = true;
+  absl::StatusOr<SimResult> r = Simulate(c, t, {}, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? r->report : proto::SimReport{};
+}
+
+double Cycles(const Composition& c, const Target& t) { return static_cast<double>(TimeOnly(c, t).total_cycles()); }
+
+const proto::EngineStats& EngineOf(const proto::SimReport& r, const std::string& name) {
+  for (const auto& e : r.engines()) {
+    if (e.engine() == name) return e;
+  }
+  static const proto::EngineStats kNone;
+  ADD_FAILURE() << "no engine " << name;
+  return kNone;
+}
+
+// One site, m = n = 4, k = 8 tiles per block: 128 tile products per block against 64 tiles of A and B loaded
+// (4096 cycles over the 32 B/cycle link) and 3072 cycles of unpack: the matrix engine is the bottleneck at HiFi3
+// and HiFi4, so the run takes blocks x 128 x cycles-per-product, plus one block's load to fill and the epilogue.
+class MatmulFidelity : public ::testing::TestWithParam<std::pair<proto::Fidelity, double>> {};
+
+TEST_P(MatmulFidelity, ComputeBoundCyclesAreTileProductsTimesCyclesPerTile) {
+  const auto [fidelity, per_tile] = GetParam();
+  proto::Target p = WormholeLikeProto(1, 1);
+  p.mutable_numerics()->set_fidelity(fidelity);
+  const Target target(p);
+  const int64_t blocks = 32;
+  const proto::SimReport r = TimeOnly(MatmulFold(1, 4, 4, 8, blocks), target);
+  const double ideal = blocks * 128 * per_tile;
+  EXPECT_GE(r.total_cycles(), ideal);
+  EXPECT_LE(r.total_cycles(), 1.05 * ideal);
+  // Plus the zero fill and the pack of the 16-tile accumulator: FPU datacopies at 8 cycles a tile.
+  EXPECT_DOUBLE_EQ(EngineOf(r, "matrix").busy_cycles(), ideal + 2 * 16 * 8);
+  EXPECT_GT(EngineOf(r, "matrix").busy_fraction(), 0.95);
+  EXPECT_EQ(r.roofline().limited_by(), "compute");
+  EXPECT_GT(r.roofline().fraction(), 0.95);
+  EXPECT_LE(r.roofline().fraction(), 1.0);
+  // 2 * 32^3 FLOPs per tile product.
+  EXPECT_DOUBLE_EQ(r.flops(), blocks * 128 * 2.0 * 32 * 32 * 32);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fidelities, MatmulFidelity,
+                         ::testing::Values(std::make_pair(proto::HIFI3, 48.0), std::make_pair(proto::HIFI4, 64.0)));
+
+// 64 sites each copying 16 items of 4 tiles: every site could move far more than its share of the 264.96 B/cycle
+// the 12 channels sustain, so the run takes (read + written bytes) / 264.96.
+TEST(Timing, DramBoundCopyMovesBytesAtTheSustainedBandwidth) {
+  const int64_t items = 64 * 16, w = 4;
+  const proto::SimReport r = TimeOnly(Copy(items, w), WormholeLike(8, 8));
+  const double bytes = 2.0 * items * w * 2048;
+  EXPECT_EQ(r.dram_read_bytes(), items * w * 2048);
+  EXPECT_EQ(r.dram_write_bytes(), items * w * 2048);
+  const double ideal = bytes / (288e9 * 0.92 / 1e9);
+  EXPECT_GE(r.total_cycles(), ideal * 0.999);
+  EXPECT_LE(r.total_cycles(), 1.05 * ideal);
+  EXPECT_EQ(r.roofline().limited_by(), "dram");
+  EXPECT_GT(r.roofline().fraction(), 0.95);
+  EXPECT_GT(r.stalls().dram_cycles(), 0);  // 64 sites queue for 12 channels
+}
+
+TEST(Timing, DoublingTheWorkDoublesTheCycles) {
+  const Target grid = WormholeLike(8, 8);
+  EXPECT_NEAR(Cycles(Copy(2048, 4), grid) / Cycles(Copy(1024, 4), grid), 2.0, 0.1);
+  const Target one = WormholeLike(1, 1);
+  EXPECT_NEAR(Cycles(MatmulFold(1, 4, 4, 8, 64), one) / Cycles(MatmulFold(1, 4, 4, 8, 32), one), 2.0, 0.1);
+}
+
+// Independent compute-bound items (8000 SFPU cycles each against ~730 cycles of load): n sites finish in 1/n of
+// the time.
+TEST(Timing, MoreSitesTakeProportionallyFewerCycles) {
+  auto target = [](int64_t gy, int64_t gx) {
+    proto::Target p = WormholeLikeProto(gy, gx);
+    p.mutable_costs()->mutable_sfpu(0)->set_cycles_per_tile(1000);
+    return Target(p);
+  };
+  const Composition c = ExpMap(64, 8);
+  const double one = Cycles(c, target(1, 1));
+  EXPECT_GT(one, 64 * 8 * 1000.0);
+  for (auto [gy, gx] : {std::pair<int64_t, int64_t>{1, 2}, {2, 2}, {2, 4}}) {
+    const double n = static_cast<double>(gy * gx);
+    EXPECT_NEAR(one / Cycles(c, target(gy, gx)), n, 0.05 * n) << gy << "x" << gx;
+  }
+}
+
+// load (256 cycles: 8 KiB over the link, no latency) -> exp (unpack 128, SFPU 4 x 64, pack 128: 256 + 256/4 + 5
+// = 325 pipelined) -> store (256). Two-page FIFOs let the three overlap: one item per 325 cycles. One-page FIFOs
+// make the reader wait for exp to pop its page before loading the next: one item per 256 + 325 = 581 cycles.
+TEST(Timing, FifoDepthDecidesHowFarStagesOverlap) {
+  proto::Target p = WormholeLikeProto(1, 1);
+  p.mutable_dram()->set_latency_cycles(0);
+  p.mutable_noc()->set_hop_cycles(0);
+  p.mutable_noc()->set_niu_cycles(0);
+  const Target target(p);
+  const int64_t items = 64;
+  const double double_buffered = Cycles(ExpMap(items, 4, 2), target);
+  const double single = Cycles(ExpMap(items, 4, 1), target);
+  EXPECT_NEAR(double_buffered, items * 325.0 + 512, 0.02 * items * 325.0);
+  EXPECT_NEAR(single, items * 581.0 + 512, 0.02 * items * 581.0);
+}
+
+TEST(Timing, StallsAreChargedToTheirCause) {
+  // The matmul waits on nothing once the first block is in; the reader waits for pages to free (output space).
+  const proto::SimReport r = TimeOnly(MatmulFold(1, 4, 4, 8, 16), WormholeLike(1, 1));
+  EXPECT_GT(EngineOf(r, "reader").stall_output_cycles(), 0);
+  EXPECT_LT(EngineOf(r, "matrix").stall_input_cycles(), 0.05 * r.total_cycles());
+  EXPECT_EQ(EngineOf(r, "matrix").invocations(), 16 + 2);  // the blocks, the zero fill, the pack
+  EXPECT_EQ(EngineOf(r, "reader").invocations(), 32);
+  EXPECT_EQ(EngineOf(r, "writer").invocations(), 1);
+}
+
+TEST(Timing, SimulationIsDeterministic) {
+  const Composition c = Copy(300, 3);
+  const Target t = WormholeLike(4, 4);
+  EXPECT_EQ(TimeOnly(c, t).SerializeAsString(), TimeOnly(c, t).SerializeAsString());
+}
+
+TEST(Timing, SectionsRunOneAfterAnother) {
+  Composition c = Copy(64, 4);
+  Composition two = c;
+  Section second = c.sections[0];
+  second.name = "copy_again";
+  two.sections.push_back(second);
+  const Target t = WormholeLike(2, 2);
+  const proto::SimReport one = TimeOnly(c, t);
+  const proto::SimReport r = TimeOnly(two, t);
+  ASSERT_EQ(r.sections_size(), 2);
+  EXPECT_EQ(r.sections(1).start_cycle(), r.sections(0).cycles());
+  EXPECT_NEAR(static_cast<double>(r.total_cycles()), 2.0 * one.total_cycles(), 2.0);
+}
+
+TEST(Timing, TraceParsesWithOneTrackPerEnginePerSite) {
+  const std::string path = ::testing::TempDir() + "/sim_trace.json";
+  SimOptions o;
+  o.timing_only = true;
+  o.trace_path = path;
+  absl::StatusOr<SimResult> r = Simulate(ExpMap(8, 2), WormholeLike(2, 2), {}, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // 8 items x (load, unpack, sfpu, pack, store) spans.
+  EXPECT_EQ(r->report.trace_events(), 8 * 5);
+  const std::string check = ::testing::TempDir() + "/check_trace.py";
+  std::ofstream(check) << R"(import json, sys, collections
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+threads = collections.defaultdict(set)
+for e in ev:
+    if e["ph"] == "M" and e["name"] == "thread_name":
+        threads[e["pid"]].add(e["args"]["name"])
+want = {"reader", "unpack", "matrix", "sfpu", "pack", "writer"}
+assert len(threads) == 4 and all(v == want for v in threads.values()), threads
+xs = [e for e in ev if e["ph"] == "X"]
+assert len(xs) == 40, len(xs)
+assert all(e["dur"] > 0 and e["ts"] >= 0 and e["tid"] in range(6) and e["pid"] in range(4) for e in xs)
+assert {e["name"] for e in xs} == {"load_x", "exp", "store_y"}
+)";
+  EXPECT_EQ(std::system(("python3 " + check + " " + path).c_str()), 0);
+}
+
+TEST(Timing, VcdHasBusyWires) {
+  const std::string path = ::testing::TempDir() + "/sim.vcd";
+  SimOptions o;
+  o.timing_only = true;
+  o.vcd_path = path;
+  o.vcd_window_cycles = 100000;
+  ASSERT_TRUE(Simulate(ExpMap(4, 2), WormholeLike(1, 1), {}, o).ok());
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("$var wire 1 ! reader $end"), std::string::npos);
+  EXPECT_NE(text.find("$enddefinitions $end"), std::string::npos);
+  EXPECT_NE(text.find("\n1!\n"), std::string::npos);  // the reader went busy
+  EXPECT_NE(text.find("\n0!\n", text.find("\n1!\n")), std::string::npos);  // and idle again
+}
+
+}  // namespace
+}  // namespace spatial
