@@ -1,6 +1,6 @@
 // FlatBuild: a flat section under construction (seed 002, original lines 258-699) — the loads of its operands, the
 // Generics over the whole 1 x n row, and the wiring that chains them into the store. Ported for the elementwise
-// family: the column-blocked `pointwise` rewrite (head slices, joins, rope) is not here yet.
+// family; the column-blocked `pointwise` rewrite (head slices, joins, rope) is lowerings/pointwise.h.
 #ifndef LOWERINGS_FLAT_BUILD_H_
 #define LOWERINGS_FLAT_BUILD_H_
 

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/attention/lut.h"
+#include "lowerings/attention/reference_attention.h"
 #include "lowerings/common.h"
 #include "lowerings/reference_ops.h"
 #include "lowerings/registry.h"
@@ -30,6 +32,21 @@ constexpr Entry kReferences[] = {
     {proto::OpSpec::kIntRequant, &ReferenceIntRequant},
     {proto::OpSpec::kIntClamp, &ReferenceIntClamp},
     {proto::OpSpec::kMatmul, &ReferenceMatmul},
+    {proto::OpSpec::kTranspose, &ReferenceTranspose},
+    {proto::OpSpec::kHeadSlice, &ReferenceHeadSlice},
+    {proto::OpSpec::kJoin, &ReferenceJoin},
+    {proto::OpSpec::kHeadMatmul, &ReferenceHeadMatmul},
+    {proto::OpSpec::kL2Norm, &ReferenceL2Norm},
+    {proto::OpSpec::kFusedRow, &ReferenceFusedRow},
+    {proto::OpSpec::kSoftmax, &ReferenceSoftmax},
+    {proto::OpSpec::kAttention, &ReferenceAttention},
+    {proto::OpSpec::kLutAttention, &ReferenceLutAttention},
+    {proto::OpSpec::kFullAttention, &ReferenceFullAttention},
+    {proto::OpSpec::kRowGather, &ReferenceRowGather},
+    {proto::OpSpec::kRowsGather, &ReferenceRowsGather},
+    {proto::OpSpec::kSetRow, &ReferenceSetRow},
+    {proto::OpSpec::kArgmax, &ReferenceArgMax},
+    {proto::OpSpec::kRope, &ReferenceRope},
 };
 
 }  // namespace

@@ -31,6 +31,22 @@ absl::StatusOr<TensorMap> ReferenceIntRequant(const proto::OpSpec& spec, const T
 absl::StatusOr<TensorMap> ReferenceIntClamp(const proto::OpSpec& spec, const TensorMap& inputs);
 // Matmul (reference_matmul.cc).
 absl::StatusOr<TensorMap> ReferenceMatmul(const proto::OpSpec& spec, const TensorMap& inputs);
+// Tables and heads (reference_tables.cc).
+absl::StatusOr<TensorMap> ReferenceTranspose(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceHeadSlice(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceJoin(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceHeadMatmul(const proto::OpSpec& spec, const TensorMap& inputs);
+// Rows (reference_rows.cc).
+absl::StatusOr<TensorMap> ReferenceL2Norm(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceFusedRow(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceSoftmax(const proto::OpSpec& spec, const TensorMap& inputs);
+// Gathers, row writes, argmax (reference_gathers.cc).
+absl::StatusOr<TensorMap> ReferenceRowGather(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceRowsGather(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceSetRow(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceArgMax(const proto::OpSpec& spec, const TensorMap& inputs);
+// Rope (reference_rope.cc).
+absl::StatusOr<TensorMap> ReferenceRope(const proto::OpSpec& spec, const TensorMap& inputs);
 
 }  // namespace spatial
 

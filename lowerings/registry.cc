@@ -3,8 +3,19 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/attention/attention.h"
+#include "lowerings/attention/full_attention.h"
+#include "lowerings/attention/lut.h"
+#include "lowerings/argmax.h"
 #include "lowerings/elementwise.h"
+#include "lowerings/gathers.h"
+#include "lowerings/head_matmul.h"
 #include "lowerings/matmul.h"
+#include "lowerings/row_norms.h"
+#include "lowerings/row_writes.h"
+#include "lowerings/rope.h"
+#include "lowerings/softmax.h"
+#include "lowerings/tables.h"
 
 namespace spatial {
 namespace {
@@ -30,6 +41,26 @@ constexpr Entry kLowerings[] = {
     {proto::OpSpec::kIntClamp, &FromIntClamp},
     // Matmul (lowerings/matmul.h).
     {proto::OpSpec::kMatmul, &FromMatmul},
+    // Tables and heads (lowerings/tables.h, lowerings/head_matmul.h).
+    {proto::OpSpec::kTranspose, &FromTranspose},
+    {proto::OpSpec::kHeadSlice, &FromHeadSlice},
+    {proto::OpSpec::kJoin, &FromJoin},
+    {proto::OpSpec::kHeadMatmul, &FromHeadMatmul},
+    // Rows (lowerings/row_norms.h, lowerings/softmax.h).
+    {proto::OpSpec::kL2Norm, &FromL2Norm},
+    {proto::OpSpec::kFusedRow, &FromFusedRow},
+    {proto::OpSpec::kSoftmax, &FromSoftmax},
+    // Attention (lowerings/attention/).
+    {proto::OpSpec::kAttention, &FromAttention},
+    {proto::OpSpec::kLutAttention, &FromLutAttention},
+    {proto::OpSpec::kFullAttention, &FromFullAttention},
+    // Gathers, row writes, argmax (lowerings/gathers.h, row_writes.h, argmax.h).
+    {proto::OpSpec::kRowGather, &FromRowGather},
+    {proto::OpSpec::kRowsGather, &FromRowsGather},
+    {proto::OpSpec::kSetRow, &FromSetRow},
+    {proto::OpSpec::kArgmax, &FromArgMax},
+    // Rope (lowerings/rope.h).
+    {proto::OpSpec::kRope, &FromRope},
 };
 
 std::string KindName(proto::OpSpec::KindCase kind) {

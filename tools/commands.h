@@ -19,6 +19,12 @@ Subcommand LowerCommand();
 Subcommand VmCommand();
 Subcommand InspectCommand();
 Subcommand DemoCommand();
+#ifdef HAVE_SPATIAL_SIM
+Subcommand SimulateCommand();
+#endif
+#ifdef HAVE_SPATIAL_CERTIFY
+Subcommand CertifyCommand();
+#endif
 
 }  // namespace spatial
 

@@ -17,6 +17,12 @@ namespace {
 std::vector<Subcommand> Subcommands() {
   return {
       LowerCommand(),
+#ifdef HAVE_SPATIAL_CERTIFY
+      CertifyCommand(),
+#endif
+#ifdef HAVE_SPATIAL_SIM
+      SimulateCommand(),
+#endif
       VmCommand(),
       InspectCommand(),
       DemoCommand(),

@@ -129,9 +129,9 @@ TEST(RefusalTest, SpecValues) {
 }
 
 TEST(RefusalTest, UnloweredKind) {
-  proto::OpSpec att = Spec({"q"});
-  att.mutable_attention()->set_h(2);
-  EXPECT_EQ(Refusal(att, Shipped("test_tiny")), "NotLowered: op kind 'attention' is not lowered yet");
+  proto::OpSpec moe = Spec({"x"});
+  moe.mutable_moe()->set_d(2);
+  EXPECT_EQ(Refusal(moe, Shipped("test_tiny")), "NotLowered: op kind 'moe' is not lowered yet");
 }
 
 // Malformed specs are errors, not refusals.

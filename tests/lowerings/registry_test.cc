@@ -1,4 +1,5 @@
 // The registry: kinds, names, determinism, and the shipped op examples.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -11,12 +12,17 @@
 namespace spatial::testing {
 namespace {
 
-const std::vector<std::string> kKinds = {"decay",   "gelu",  "int_clamp", "int_requant", "matmul",
-                                         "relu",    "scale", "sigmoid",   "silu",        "softcap"};
+// The foundation's kinds: a family may add kinds, never drop one of these.
+const std::vector<std::string> kFoundationKinds = {"decay", "gelu",  "int_clamp", "int_requant", "matmul",
+                                                   "relu",  "scale", "sigmoid",   "silu",        "softcap"};
 
+// Every lowered kind has its f64 op reference (the judge of the lowering), and nothing else does.
 TEST(RegistryTest, LoweredKinds) {
-  EXPECT_EQ(LoweredKinds(), kKinds);
-  EXPECT_EQ(ReferencedKinds(), kKinds);
+  std::vector<std::string> kinds = LoweredKinds();
+  EXPECT_EQ(ReferencedKinds(), kinds);
+  for (const std::string& k : kFoundationKinds) {
+    EXPECT_NE(std::find(kinds.begin(), kinds.end(), k), kinds.end()) << k;
+  }
 }
 
 TEST(RegistryTest, OpKindName) {
@@ -108,8 +114,11 @@ TEST(RegistryTest, ShippedExamplesLower) {
       EXPECT_TRUE(valid.ok()) << target << ": " << valid;
     }
   }
+  // examples/ops holds one spec per lowered kind, named after it.
   std::sort(kinds.begin(), kinds.end());
-  EXPECT_EQ(kinds, kKinds);
+  std::vector<std::string> lowered = LoweredKinds();
+  std::sort(lowered.begin(), lowered.end());
+  EXPECT_EQ(kinds, lowered);
 }
 
 // The example a reader meets first, run through: Qwen3-0.6B's MLP gate at its real width.

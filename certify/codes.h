@@ -1,0 +1,43 @@
+// The certifier's stable diagnostic codes (DESIGN §6). Tools, tests and users match on these strings: never
+// rename one; add new ones.
+#ifndef CERTIFY_CODES_H_
+#define CERTIFY_CODES_H_
+
+#include <string_view>
+
+namespace spatial::codes {
+
+// A site's buffers (depth * page_tiles * tile bytes) exceed the target's usable local memory.
+inline constexpr std::string_view kFootprintExceeded = "FOOTPRINT_EXCEEDED";
+// A compute stage's output page is wider than the accumulator (Dst) holds at the section's precision.
+inline constexpr std::string_view kAccTilesExceeded = "ACC_TILES_EXCEEDED";
+// A Load/Store tile address or a Generic element offset can leave its tensor or page.
+inline constexpr std::string_view kIndexOutOfRange = "INDEX_OUT_OF_RANGE";
+// Integer index arithmetic can leave its integer type.
+inline constexpr std::string_view kIndexOverflow = "INDEX_OVERFLOW";
+// The declared state order disagrees with what sections load and store, or runs against section order.
+inline constexpr std::string_view kStateOrder = "STATE_ORDER";
+// A stage reads a carried buffer before anything of the same item wrote it.
+inline constexpr std::string_view kUninitializedCarry = "UNINITIALIZED_CARRY";
+// An index page (a FIFO a movement engine retires) has more than one reader.
+inline constexpr std::string_view kFifoTwoReaders = "FIFO_TWO_READERS";
+// A buffer read but never written, or written but never read.
+inline constexpr std::string_view kDanglingBuffer = "DANGLING_BUFFER";
+// Dataflow against the schedule: a read of what only a later stage writes, or an edge pointing backwards.
+inline constexpr std::string_view kStageOrder = "STAGE_ORDER";
+// A stage that is not Load, Store, Generic or MatmulTiles.
+inline constexpr std::string_view kOpenAlgebra = "OPEN_ALGEBRA";
+// A precision the target cannot store or compute at, or a datapath it does not have.
+inline constexpr std::string_view kUnsupportedPrecision = "UNSUPPORTED_PRECISION";
+// Two items' output rects intersect, or a rect leaves the section's result.
+inline constexpr std::string_view kItemsOverlap = "ITEMS_OVERLAP";
+// A trip can run more blocks than the fold has (or fewer than none).
+inline constexpr std::string_view kTripOutOfRange = "TRIP_OUT_OF_RANGE";
+// The composition was built for a different tile shape than the target's.
+inline constexpr std::string_view kTargetMismatch = "TARGET_MISMATCH";
+// Structurally invalid: ids out of range, wrong arity, absurd sizes (spatial/validate.h), or unparsable.
+inline constexpr std::string_view kMalformed = "MALFORMED";
+
+}  // namespace spatial::codes
+
+#endif  // CERTIFY_CODES_H_

@@ -1,0 +1,196 @@
+// Resources of one site: local memory, the accumulator, and the precisions and datapaths a section needs.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "certify/codes.h"
+#include "certify/context.h"
+
+namespace spatial::certify {
+namespace {
+
+std::string Name(Precision p) { return std::string(PrecisionName(p)); }
+
+std::string StorageList(const Target& t) {
+  std::string out;
+  for (int p : t.proto().datapaths().storage()) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", Name(static_cast<Precision>(p)));
+  }
+  return absl::StrCat("one of {", out, "}");
+}
+
+// Sum over buffers of depth * page_tiles * tile bytes, the rule the seed's buffer_bytes uses (every buffer at its
+// declared depth, fp32 carries at 4 bytes per element).
+void CheckFootprint(SectionContext& ctx) {
+  const Section& s = ctx.s;
+  const int64_t tile_elems = ctx.tile_rows * ctx.tile_cols;
+  Wide total = 0;
+  Wide largest = -1;
+  int largest_at = -1;
+  for (size_t b = 0; b < s.buffers.size(); ++b) {
+    const Buffer& buf = s.buffers[b];
+    const Wide bytes = Clamp(Wide{buf.depth} * buf.page_tiles * TileBytes(buf.precision, tile_elems));
+    total = Clamp(total + bytes);
+    if (bytes > largest) {
+      largest = bytes;
+      largest_at = static_cast<int>(b);
+    }
+  }
+  const int64_t cap = ctx.target.max_local_mem_bytes();
+  ctx.proof.set_footprint_bytes(ToInt64(total));
+  ctx.proof.set_local_mem_bytes(cap);
+  ctx.proof.set_footprint_margin_bytes(ToInt64(Wide{cap} - total));
+  ctx.proof.set_buffers(static_cast<int64_t>(s.buffers.size()));
+  if (total > cap) {
+    const Buffer& big = s.buffers[largest_at];
+    ctx.Diag(codes::kFootprintExceeded, -1, "buffers", absl::StrCat("<= ", cap, " bytes"),
+             absl::StrCat(WideToString(total), " bytes"),
+             absl::StrCat("the section's ", s.buffers.size(), " buffers need ", WideToString(total),
+                          " bytes per site, over the target's ", cap, " usable bytes (local_mem_bytes - reserved) by ",
+                          WideToString(total - cap), "; the largest is '", big.name, "' (depth ", big.depth, " x ",
+                          big.page_tiles, " tiles x ", TileBytes(big.precision, tile_elems), " bytes, ",
+                          Name(big.precision), ")"));
+  }
+}
+
+bool IsCompute(const Stage& st) { return st.is_generic() || st.is_matmul(); }
+
+// A compute stage produces its output page in the accumulator (Dst) before packing it out, so the page must fit.
+void CheckAccumulator(SectionContext& ctx) {
+  const Section& s = ctx.s;
+  const int64_t cap = ctx.target.effective_acc_tiles(s.acc_precision, true);
+  ctx.proof.set_acc_precision(static_cast<proto::Precision>(s.acc_precision));
+  ctx.proof.set_acc_tiles_capacity(cap);
+  bool any_compute = false;
+  int64_t widest = 0;
+  for (size_t i = 0; i < s.stages.size(); ++i) {
+    const Stage& st = s.stages[i];
+    if (!IsCompute(st) || st.outs.empty()) continue;
+    any_compute = true;
+    const int64_t tiles = s.buffers[st.outs[0]].page_tiles;
+    if (tiles > widest) {
+      widest = tiles;
+      ctx.proof.set_acc_widest_stage(st.name);
+    }
+  }
+  ctx.proof.set_acc_tiles_used(widest);
+  if (!any_compute) return;
+  if (cap <= 0) {
+    ctx.Diag(codes::kUnsupportedPrecision, -1, "acc_precision", "an accumulator precision of the target",
+             Name(s.acc_precision),
+             absl::StrCat("target '", ctx.target.name(), "' has no ", Name(s.acc_precision),
+                          " accumulator (Dst) for the section's compute stages"));
+    return;
+  }
+  for (size_t i = 0; i < s.stages.size(); ++i) {
+    const Stage& st = s.stages[i];
+    if (!IsCompute(st) || st.outs.empty()) continue;
+    const Buffer& out = s.buffers[st.outs[0]];
+    if (out.page_tiles > cap) {
+      ctx.Diag(codes::kAccTilesExceeded, static_cast<int>(i), "outs[0]", absl::StrCat("<= ", cap, " tiles"),
+               absl::StrCat(out.page_tiles, " tiles"),
+               absl::StrCat("the output page of '", out.name, "' is ", out.page_tiles, " tiles, but the ",
+                            Name(s.acc_precision), " accumulator holds ", cap, " (full sync)"));
+    }
+  }
+}
+
+// Storage precisions, and a datapath for each compute stage.
+void CheckPrecisions(SectionContext& ctx) {
+  const Section& s = ctx.s;
+  const Target& t = ctx.target;
+  for (const Tensor& x : s.tensors) {
+    if (!t.supports_storage(x.precision)) {
+      ctx.Diag(codes::kUnsupportedPrecision, -1, absl::StrCat("tensor '", x.name, "'.precision"), StorageList(t),
+               Name(x.precision),
+               absl::StrCat("target '", t.name(), "' cannot store ", Name(x.precision), " (tensor '", x.name, "')"));
+    }
+  }
+  for (const Buffer& b : s.buffers) {
+    if (!t.supports_storage(b.precision)) {
+      ctx.Diag(codes::kUnsupportedPrecision, -1, absl::StrCat("buffer '", b.name, "'.precision"), StorageList(t),
+               Name(b.precision),
+               absl::StrCat("target '", t.name(), "' cannot hold ", Name(b.precision), " in a buffer ('", b.name,
+                            "')"));
+    }
+  }
+  for (size_t i = 0; i < s.stages.size(); ++i) {
+    const Stage& st = s.stages[i];
+    const int si = static_cast<int>(i);
+    if (const auto* m = std::get_if<MatmulTiles>(&st.op)) {
+      (void)m;
+      const auto in = t.matrix_in();
+      if (!in) {
+        ctx.Diag(codes::kUnsupportedPrecision, si, "", "a matrix engine", "none",
+                 absl::StrCat("target '", t.name(), "' has no matrix engine"));
+        continue;
+      }
+      for (size_t k = 0; k < st.ins.size() && k < 2; ++k) {
+        const Buffer& b = s.buffers[st.ins[k]];
+        if (b.precision != *in) {
+          ctx.Diag(codes::kUnsupportedPrecision, si, absl::StrCat("ins[", k, "]"), Name(*in), Name(b.precision),
+                   absl::StrCat("matrix operand '", b.name, "' is ", Name(b.precision), "; the matrix engine of '",
+                                t.name(), "' takes ", Name(*in)));
+        }
+      }
+      continue;
+    }
+    // Loads and stores: an index read by the movement engine is an integer, never a float (bf16 holds integers
+    // exactly only up to 256).
+    const AccessPattern* pattern = nullptr;
+    if (const auto* l = std::get_if<Load>(&st.op)) pattern = &l->pattern;
+    if (const auto* w = std::get_if<Store>(&st.op)) pattern = &w->pattern;
+    if (pattern) {
+      if (pattern->origin.indirect) {
+        const Buffer& ib = s.buffers[pattern->origin.indirect->index];
+        if (!IsInteger(ib.precision)) {
+          ctx.Diag(codes::kUnsupportedPrecision, si, "pattern.origin.indirect.index", "an integer precision",
+                   Name(ib.precision),
+                   absl::StrCat("index buffer '", ib.name, "' is ", Name(ib.precision),
+                                ": a tile index must be an integer"));
+        }
+      }
+      continue;
+    }
+    const auto* g = std::get_if<Generic>(&st.op);
+    if (!g) continue;
+    bool integer = IsInteger(s.buffers[st.outs[0]].precision);
+    for (BufferId b : st.ins) integer = integer && IsInteger(s.buffers[b].precision);
+    const auto path = integer ? t.elementwise_int() : t.elementwise_float();
+    if (!path) {
+      ctx.Diag(codes::kUnsupportedPrecision, si, "", integer ? "an integer elementwise datapath" : "a float elementwise datapath",
+               "none",
+               absl::StrCat("target '", t.name(), "' has no ", integer ? "integer" : "float",
+                            " elementwise datapath for this Generic"));
+    }
+    for (size_t k = 0; k < g->ins.size(); ++k) {
+      if (!g->ins[k].indirect) continue;
+      const int op = g->ins[k].indirect->operand;
+      const Buffer& ib = s.buffers[st.ins[op]];
+      if (!IsInteger(ib.precision)) {
+        ctx.Diag(codes::kUnsupportedPrecision, si, absl::StrCat("ins[", k, "].indirect"), "an integer precision",
+                 Name(ib.precision),
+                 absl::StrCat("slot ", op, " ('", ib.name, "') indexes slot ", k, " but is ", Name(ib.precision),
+                              ": an index must be an integer"));
+      }
+    }
+    if (g->out.indirect) {
+      const int op = g->out.indirect->operand;
+      const Buffer& ib = s.buffers[st.ins[op]];
+      if (!IsInteger(ib.precision)) {
+        ctx.Diag(codes::kUnsupportedPrecision, si, "out.indirect", "an integer precision", Name(ib.precision),
+                 absl::StrCat("slot ", op, " ('", ib.name, "') indexes the out map but is ", Name(ib.precision),
+                              ": an index must be an integer"));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CheckResources(SectionContext& ctx) {
+  CheckFootprint(ctx);
+  CheckAccumulator(ctx);
+  CheckPrecisions(ctx);
+}
+
+}  // namespace spatial::certify

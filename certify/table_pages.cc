@@ -1,0 +1,75 @@
+#include "certify/table_pages.h"
+
+#include <cmath>
+
+#include "spatial/maps.h"
+
+namespace spatial::certify {
+namespace {
+
+// A tensor whose every element is known at compile time, as an integer.
+bool KnownIntegers(const Tensor& t) {
+  if (t.role != TensorRole::kParam) return false;
+  switch (t.init.kind) {
+    case TensorInit::Kind::kZero:
+    case TensorInit::Kind::kValues: return true;
+    case TensorInit::Kind::kConstF: return t.init.const_f == std::floor(t.init.const_f) && std::fabs(t.init.const_f) < 9e15;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+TablePages::TablePages(const Section& s, int64_t tile_rows, int64_t tile_cols)
+    : s_(s), tile_rows_(tile_rows), tile_cols_(tile_cols), table_load_(s.buffers.size(), nullptr) {
+  std::vector<int> writers(s.buffers.size(), 0);
+  for (const Stage& st : s.stages) {
+    for (BufferId b : st.outs) ++writers[b];
+  }
+  for (const Stage& st : s.stages) {
+    const auto* l = std::get_if<Load>(&st.op);
+    if (!l || st.outs.size() != 1 || writers[st.outs[0]] != 1 || l->pattern.origin.indirect) continue;
+    bool per_block = false;
+    for (const auto& [var, coef] : l->pattern.origin.steps) per_block = per_block || (var == LoopVar::kKBlock && coef != 0);
+    if (per_block || !KnownIntegers(s.tensors[l->tensor])) continue;
+    table_load_[st.outs[0]] = l;
+  }
+}
+
+std::optional<int64_t> TablePages::Element(BufferId b, const WorkItem& item, int64_t offset) const {
+  const Load* l = table_load_[b];
+  if (!l) return std::nullopt;
+  const AccessPattern& p = l->pattern;
+  const int64_t width = s_.buffers[b].page_tiles * tile_cols_;
+  if (offset < 0 || offset >= tile_rows_ * width) return std::nullopt;
+  const int64_t row = offset / width, col = offset % width;
+  const int64_t k = col / tile_cols_;
+  if (k >= p.block_h * p.block_w) return std::nullopt;  // past the loaded block: not the table's
+  // Tile k of the page is tile (k / block_w, k % block_w) of the block. Overflow-checked: the address proof of
+  // the load reports hostile coefficients; here they only mean "unknown".
+  int64_t tile = p.origin.base, term = 0;
+  for (const auto& [var, coef] : p.origin.steps) {
+    const int64_t v = var == LoopVar::kItemY ? item.y : var == LoopVar::kItemX ? item.x : 0;
+    if (__builtin_mul_overflow(coef, v, &term) || __builtin_add_overflow(tile, term, &tile)) return std::nullopt;
+  }
+  if (__builtin_mul_overflow(k / p.block_w, p.stride_h, &term) || __builtin_add_overflow(tile, term, &tile) ||
+      __builtin_mul_overflow(k % p.block_w, p.stride_w, &term) || __builtin_add_overflow(tile, term, &tile)) {
+    return std::nullopt;
+  }
+  const Tensor& t = s_.tensors[l->tensor];
+  const int64_t cols_t = CeilDiv(t.cols, tile_cols_);
+  if (tile < 0 || tile >= CeilDiv(t.rows, tile_rows_) * cols_t) return std::nullopt;  // the load faults
+  const int64_t r = (tile / cols_t) * tile_rows_ + row;
+  const int64_t c = (tile % cols_t) * tile_cols_ + col % tile_cols_;
+  if (r >= t.rows || c >= t.cols) return 0;  // tile padding
+  switch (t.init.kind) {
+    case TensorInit::Kind::kValues: {
+      const int64_t at = r * t.cols + c;
+      return at < static_cast<int64_t>(t.init.values.size()) ? t.init.values[at] : 0;
+    }
+    case TensorInit::Kind::kConstF: return static_cast<int64_t>(t.init.const_f);
+    default: return 0;
+  }
+}
+
+}  // namespace spatial::certify

@@ -1,0 +1,124 @@
+#include "lowerings/attention/flash.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/attention/flash_fold.h"
+#include "lowerings/attention/flash_mask.h"
+#include "lowerings/common.h"
+#include "lowerings/pointwise.h"
+#include "lowerings/tables.h"
+#include "lowerings/tables_rows_common.h"
+#include "spatial/maps.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+
+Composition ComposeSections(std::string name, std::vector<Composition> parts, const Target& target) {
+  Composition c;
+  c.name = std::move(name);
+  for (Composition& p : parts) {
+    for (Section& s : p.sections) c.sections.push_back(std::move(s));
+  }
+  c.target = target.name();
+  c.tile_rows = target.tile_rows();
+  c.tile_cols = target.tile_cols();
+  DeclareStateOrder(c);
+  return c;
+}
+
+absl::StatusOr<Composition> SpreadSinks(const OperandRef& sinks, int64_t per_row, const std::string& out, int64_t n,
+                                        const std::function<std::optional<int64_t>(int64_t)>& head_of,
+                                        const Target& target) {
+  ASSIGN_OR_RETURN(ColumnBuild b, ColumnBuild::Columns(n, target));
+  ASSIGN_OR_RETURN(BufferId sk, b.flat().Input(sinks.name, per_row, sinks.fill));
+  const BufferId out_buf = b.ResultPage("sinks", n, b.flat().precision());
+  std::vector<Slot> slots;
+  std::vector<std::pair<int64_t, Body>> bands;
+  for (int64_t e = 0; e < n;) {
+    const std::optional<int64_t> head = head_of(e);
+    int64_t end = e + 1;
+    while (end < n && head_of(end) == head) ++end;
+    Body body = Const(kMasked);
+    if (head) {
+      slots.push_back(Slot{sk, Fixed(*head)});
+      body = Op(static_cast<int>(slots.size()) - 1);
+    }
+    bands.push_back({end, body});
+    e = end;
+  }
+  // A section whose every row is unfilled still reads its operand, so the load has a reader.
+  if (slots.empty()) slots.push_back(Slot{sk, Fixed(0)});
+  ASSIGN_OR_RETURN(std::vector<StageId> chain,
+                   b.Pointwise("spread_sinks", n, std::move(slots), Banded(bands), out_buf));
+  return b.Finish(out, n, chain, out_buf, absl::StrCat("spread_sinks_", n), NumericsClaim::Exact());
+}
+
+absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
+                                           const Target& target) {
+  if (target.tile_rows() != target.tile_cols()) {
+    return NotLowered(
+        "a flash attention fold on a tile that is not square — a block's positions are its scores' columns");
+  }
+  ASSIGN_OR_RETURN(Composition fold, FlashFold(names, g, tag, target));
+  if (SiteFootprint(fold.sections[0], target) > target.max_local_mem_bytes()) {
+    return ValuePages(names, g, tag, target);
+  }
+  if (!g.sinks) return fold;
+  // ★ A SINK IS THE RUNNING SOFTMAX'S FIRST TERM. Each fold row starts from its head's sink logit as its maximum,
+  // with a sum of one and no value. The sinks are first spread one tile per item, a row's sink in its own column.
+  const int64_t tw = target.tile_cols();
+  const FoldItems fi = FoldItemsOf(g, target.tile_rows());
+  auto head_of = [&](int64_t e) -> std::optional<int64_t> {
+    const int64_t y = e / tw;
+    const int64_t row = e % tw;
+    if (g.grouped) {
+      if (row < g.q.group) return y * g.q.group + row;
+      return std::nullopt;  // a regrouped tile's pad rows: MASKED, a term e^(MASKED - m) = 0
+    }
+    return y % fi.per_row;
+  };
+  ASSIGN_OR_RETURN(Composition spread,
+                   SpreadSinks(names.operand(*g.sinks), g.q.per_row, absl::StrCat(names.out, "__flash_sinks"),
+                               fi.items * tw, head_of, target));
+  std::string name = fold.name;
+  std::vector<Composition> parts;
+  parts.push_back(std::move(spread));
+  parts.push_back(std::move(fold));
+  return ComposeSections(std::move(name), std::move(parts), target);
+}
+
+absl::StatusOr<Composition> ValuePages(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
+                                       const Target& target) {
+  const int64_t tw = target.tile_cols();
+  const int64_t v_t = g.vd / tw;
+  const int64_t vt = RowBlock(v_t, target);
+  const int64_t pages = v_t / vt;
+  if (pages < 2 || g.grouped || g.q.rows != 1 || g.v_part) {
+    return NotLowered(
+        "a flash attention fold — one tile of queries against one tile row of its K/V head — does not fit a site");
+  }
+  auto page_name = [&](int64_t j) { return absl::StrCat(names.out, "__values", j); };
+  std::vector<Composition> parts;
+  std::string name;
+  for (int64_t j = 0; j < pages; ++j) {
+    FlashGeometry part = g;
+    part.v_part = std::make_pair(j, int64_t{1});
+    ASSIGN_OR_RETURN(Composition fold, FlashAttention(names.WithOut(page_name(j)), part, tag, target));
+    if (j == 0) name = fold.name;
+    parts.push_back(std::move(fold));
+  }
+  const int64_t page = vt * tw;
+  std::string joined = page_name(0);
+  for (int64_t j = 1; j < pages; ++j) {
+    const std::string out = j + 1 == pages ? names.out : absl::StrCat(names.out, "__values0to", j);
+    ASSIGN_OR_RETURN(Composition join,
+                     TileJoin(OperandRef{joined, proto::Fill()}, OperandRef{page_name(j), proto::Fill()}, out, 1,
+                              g.q.per_row, j * page, page, target));
+    parts.push_back(std::move(join));
+    joined = out;
+  }
+  return ComposeSections(std::move(name), std::move(parts), target);
+}
+
+}  // namespace spatial

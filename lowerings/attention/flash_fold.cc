@@ -1,0 +1,296 @@
+#include "lowerings/attention/flash_fold.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/attention/flash_mask.h"
+#include "lowerings/common.h"
+#include "lowerings/tables_rows_common.h"
+#include "spatial/builder.h"
+#include "spatial/maps.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+namespace {
+
+ElemAccess Terms(std::vector<Term> terms) { return ElemAccess{0, std::move(terms), std::nullopt}; }
+
+// [ROW r, COL c, K k reduced by Sum]: a contraction into an r x c page.
+std::vector<IterSpec> Contract(int64_t r, int64_t c, int64_t k) {
+  return {{LoopVar::kRow, r, IterKind::kParallel},
+          {LoopVar::kCol, c, IterKind::kParallel},
+          {LoopVar::kK, k, IterKind::kReduceSum}};
+}
+
+// x soft-capped at c, c*tanh(x/c), as 2c*sigmoid(2x/c) - c: one exponential and one reciprocal (the SFPU has no
+// tanh), reaching +-c in both tails (the seed's `capped`, l.141-146).
+Body Capped(Body x, double c) {
+  Body sigmoid = Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Mul(x, Const(-2.0 / c)))));
+  return Sub(Mul(Const(2.0 * c), sigmoid), Const(c));
+}
+
+// Each hand-off's edge goes to its FIRST reader (l.8638): for every buffer a stage writes, an edge to the first
+// later stage that reads it. The carries' updates thereby hand their last page to the epilogue.
+void WireFirstReaders(Template& t) {
+  const Section& s = t.section();
+  std::vector<Edge> edges;
+  for (StageId i = 0; i < static_cast<StageId>(s.stages.size()); ++i) {
+    for (BufferId b : s.stages[i].outs) {
+      for (StageId k = i + 1; k < static_cast<StageId>(s.stages.size()); ++k) {
+        if (t.StageReads(k, b)) {
+          edges.push_back(Edge{i, b, k});
+          break;
+        }
+      }
+    }
+  }
+  for (const Edge& e : edges) t.AddEdge(e.from, e.buffer, e.to);
+}
+
+absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
+  if (target.tile_rows() != target.tile_cols()) {
+    return NotLowered(
+        "a flash attention fold on a tile that is not square — a block's positions are its scores' columns");
+  }
+  if (!FlashApplies(g.hd, g.vd, target)) return NotLowered("a flash attention fold whose heads are not whole tiles");
+  if (g.kvw < 1 || g.rows < 1 || g.l < 1 || g.l > g.rows || g.q.rows < 1 || g.q.per_row < 1 || g.q.group < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("a flash geometry of ", g.q.rows, " x ", g.q.per_row,
+                                                   " query heads, ", g.kvw, " K/V heads and ", g.l, " of ", g.rows,
+                                                   " positions"));
+  }
+  if (!g.grouped && g.q.kv_of(g.q.per_row - 1) >= g.kvw) {
+    return NotLowered(
+        "a query head whose K/V head is past the cache's heads (query heads that do not divide among "
+        "the K/V heads)");
+  }
+  if (g.grouped && (g.q.rows != 1 || g.q.group > target.tile_rows())) {
+    return NotLowered("a regrouped fold of more than one query row, or of a group taller than a tile");
+  }
+  if (g.limit && g.limit->is_operand() && BoundMax(g.rows, g.q.rows) < 1) {
+    return NotLowered("a block of query rows longer than its cache — no position admits every row");
+  }
+  if (g.limit && !g.limit->is_operand() && (g.limit->value < 1 || g.limit->value + (g.q.rows - 1) > g.rows)) {
+    return NotLowered("a literal attention length outside its cache");
+  }
+  if (g.window && g.window->span < 1)
+    return NotLowered("a window of no positions — every row's softmax would be empty");
+  if (g.cap && !(*g.cap > 0.0 || *g.cap < 0.0)) return absl::InvalidArgumentError("a soft cap of zero");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
+                                           const Target& target, int64_t pages) {
+  const int64_t tr = target.tile_rows();
+  const int64_t tw = target.tile_cols();
+  const FoldItems fi = FoldItemsOf(g, tr);
+  RETURN_IF_ERROR(CheckGeometry(g, target));
+  const int64_t head_t = g.hd / tw;
+  const int64_t width = fi.per_row * g.hd;
+  const int64_t width_t = fi.per_row * head_t;
+  // ★ THE VALUES FOLD AN ACCUMULATOR PAGE AT A TIME. A row's running output is vd wide; past a page it is nv blocks
+  // of vt tiles, each its own carry, block product, update and normalization, all sharing one row's scores, maximum
+  // and sum.
+  const int64_t v_t = g.vd / tw;
+  const int64_t vt = RowBlock(v_t, target);
+  const int64_t j0 = g.v_part ? g.v_part->first : 0;
+  const int64_t nv = g.v_part ? g.v_part->second : v_t / vt;
+  if (j0 < 0 || nv < 1 || (j0 + nv) * vt > v_t) return NotLowered("a value part past the values");
+  const int64_t part_t = nv * vt;
+  const int64_t out_width = fi.per_row * part_t * tw;
+  const int64_t out_width_t = fi.per_row * part_t;
+  auto part = [nv](const std::string& name, int64_t j) { return nv == 1 ? name : absl::StrCat(name, j); };
+  const int64_t nb = CeilDiv(g.l, tr);
+  // One block needs no fold: the body's and the epilogue's stages run once, as prologue stages.
+  const bool fold = nb > 1;
+  const Phase body_phase = fold ? Phase::kBody : Phase::kPrologue;
+  const Phase epilogue_phase = fold ? Phase::kEpilogue : Phase::kPrologue;
+
+  ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
+  RETURN_IF_ERROR(RequireFp32Accumulator("the flash fold's running softmax", target));
+  const Precision acc = Precision::kFp32;
+  const bool masked = g.limit.has_value() || g.l % tr != 0 || g.window.has_value();
+  if (masked) RETURN_IF_ERROR(DatapathPrecision(Datapath::kInt, target).status());
+  ASSIGN_OR_RETURN(const Precision ix, target.index_precision_for(g.rows + fi.tiles_q * tr));
+  const OperandRef& q_op = names.operand(0);
+  const OperandRef& k_op = names.operand(1);
+  const OperandRef& v_op = names.operand(2);
+  const int64_t w1 = tw;
+  const int64_t wd = vt * tw;
+
+  Template t(tr, tw);
+  const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision);
+  // The queries and the result are DENSE — a tile row holds `tile` query rows of every head.
+  ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, fi.rows * width));
+  ASSIGN_OR_RETURN(TensorInit k_init, InitOf(k_op.fill, g.rows * g.kvw * g.hd));
+  ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, g.rows * g.kvw * g.vd));
+  const TensorId q = t.AddTensor(q_op.name, TensorRole::kInput, fi.rows, width, precision, std::move(q_init));
+  const TensorId k = t.AddTensor(k_op.name, TensorRole::kInput, g.rows, g.kvw * g.hd, precision, std::move(k_init));
+  const TensorId v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
+  const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, out_width, precision, TensorInit::Zero());
+
+  // ── The prologue, once per item: the scaler, the query tile, and each row's limit.
+  const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
+  const BufferId q_in = t.AddBufferDeep("in_q", 1, head_t, precision);
+  t.AddLoadBlockAt("load_scaler", scaler, 0, {}, 1, 1, 1, sc_in);
+  // Item y is tile row y / per_row, head y mod per_row of the dense queries: linear tile y * head_t.
+  t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, head_t}}, 1, head_t, width_t, q_in);
+  ASSIGN_OR_RETURN(FoldMask mask, AddRowLimits(t, names, g, fi, nb, ix));
+
+  // The carried state, and its first page: the empty softmax (m = MASKED, s = 0, O = 0) — or, with sinks, each row's
+  // sink as its maximum and a sum of one.
+  // ★ A SINK IS THE RUNNING SOFTMAX'S FIRST TERM: every block's update carries the sink's e^(sink - m) to the end,
+  // and it takes no value.
+  const BufferId m_run = t.AddScratchDeep("run_max", 2, 1, acc);
+  const BufferId s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
+  std::vector<BufferId> o_runs;
+  for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, vt, acc));
+  if (!g.sinks) {
+    t.AddGeneric("init_max", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(kMasked), m_run);
+  } else {
+    const TensorId sinks = t.AddTensor(absl::StrCat(names.out, "__flash_sinks"), TensorRole::kInput, 1, fi.items * tw,
+                                       precision, TensorInit::External());
+    const BufferId sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
+    t.AddLoadBlockAt("load_sinks", sinks, 0, {{LoopVar::kItemY, 1}}, 1, 1, 1, sk_in);
+    // Row r's sink is element r of the item's tile.
+    t.AddGeneric("init_max", HeadSpace(tr, tw), {sk_in}, {Terms({{LoopVar::kRow, 1}})}, IdentMap(w1), Op(0), m_run);
+  }
+  t.AddGeneric("init_sum", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(g.sinks ? 1.0 : 0.0), s_run);
+  for (int64_t j = 0; j < nv; ++j) {
+    t.AddGeneric(part("init_out", j), HeadSpace(tr, vt * tw), {}, {}, IdentMap(wd), Const(0.0), o_runs[j]);
+  }
+
+  // ── The body, once per block: block b of K/V head x is tile row b of the cache from tile x * head_t.
+  t.SetPhase(body_phase);
+  if (fold) t.Fold(nb);
+  const BufferId k_in = t.AddBufferDeep("in_k", pages, head_t, precision);
+  std::vector<BufferId> v_ins;
+  for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), pages, vt, precision));
+  // Block b of K/V head x: `cols` tiles from tile `base` of the head's run of `head` tiles in a row of `stride`.
+  auto cache_block = [&](const std::string& name, TensorId tensor, int64_t base, int64_t cols, int64_t head,
+                         int64_t stride, BufferId into) {
+    std::vector<Term> steps{{LoopVar::kItemX, head}};
+    if (fold) steps.push_back({LoopVar::kKBlock, stride});
+    t.AddLoadPattern(name, tensor, AccessPattern{TileAddr{base, std::move(steps), std::nullopt}, 1, cols, 1, stride},
+                     into);
+  };
+  cache_block("load_k", k, 0, head_t, head_t, g.kvw * head_t, k_in);
+  for (int64_t j = 0; j < nv; ++j) cache_block(part("load_v", j), v, (j0 + j) * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
+  AddBlockLimits(t, mask, g, nb, ix);
+
+  // S[r, j] = sum_e Q[r, e] * K[j, e] * scale — the tile's rows against the block's positions, one contraction (the
+  // scale rides each product inside the fp32 sum). The scores tile is tile x tile in a one-tile page: square tiles.
+  BufferId s_buf = t.AddScratchDeep("scores", 1, 1, acc);
+  t.AddGeneric("scores", Contract(tr, tr, g.hd), {q_in, k_in},
+               {Terms({{LoopVar::kRow, g.hd}, {LoopVar::kK, 1}}), Terms({{LoopVar::kCol, g.hd}, {LoopVar::kK, 1}})},
+               IdentMap(w1), Mul(Mul(Op(0), Op(1)), Const(g.scale)), s_buf);
+  // ★ A SOFT CAP takes every scaled score before the block's maximum and the mask, so a masked score stays masked.
+  if (g.cap) {
+    const BufferId capped = t.AddScratchDeep("capped_scores", 1, 1, acc);
+    t.AddGeneric("score_cap", HeadSpace(tr, tr), {s_buf}, {IdentMap(w1)}, IdentMap(w1), Capped(Op(0), *g.cap), capped);
+    s_buf = capped;
+  }
+  // m_b[r] = max over the block's live positions (MASKED where none is live).
+  const BufferId m_blk = t.AddScratchDeep("block_max", 1, 1, acc);
+  {
+    std::vector<BufferId> ins{s_buf, sc_in};
+    std::vector<ElemAccess> maps{IdentMap(w1), ConstMap()};
+    AddLimitSlots(mask, ins, maps, PerRowMap(w1));
+    t.AddGeneric("block_max", HeadSpace(tr, tr, IterKind::kReduceMax), ins, maps, PerRowMap(w1),
+                 Live(mask, LoopVar::kCol, Op(0), Const(kMasked), 2), m_blk);
+  }
+  // m'[r] = max(m[r], m_b[r]), the NaN-ignoring pool over the pair.
+  const BufferId m_new = t.AddScratchDeep("new_max", 1, 1, acc);
+  t.AddGeneric("new_max", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kCol, 2, IterKind::kReduceMax}},
+               {m_run, m_blk, sc_in}, {PerRowMap(w1), PerRowMap(w1), ConstMap()}, PerRowMap(w1),
+               Select(Pred::Lt(LoopVar::kCol, 1), Op(0), Op(1)), m_new);
+  // a[r] = e^(m[r] - m'[r]).
+  const BufferId alpha = t.AddScratchDeep("rescale", 1, 1, acc);
+  t.AddGeneric("rescale", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
+               Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))), alpha);
+  // P[r, j] = e^(S[r, j] - m'[r]) where live, exactly 0 where masked.
+  const BufferId p_buf = t.AddScratchDeep("probs", 1, 1, acc);
+  {
+    std::vector<BufferId> ins{s_buf, m_new};
+    std::vector<ElemAccess> maps{IdentMap(w1), PerRowMap(w1)};
+    AddLimitSlots(mask, ins, maps, PerRowMap(w1));
+    t.AddGeneric("probs", HeadSpace(tr, tr), ins, maps, IdentMap(w1),
+                 Live(mask, LoopVar::kCol, Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))), Const(0.0), 2), p_buf);
+  }
+  const BufferId l_blk = t.AddScratchDeep("block_sum", 1, 1, acc);
+  t.AddGeneric("block_sum", HeadSpace(tr, tr, IterKind::kReduceSum), {p_buf, sc_in}, {IdentMap(w1), ConstMap()},
+               PerRowMap(w1), Op(0), l_blk);
+  // O_b[r, e] = sum_j P[r, j] * V[j, e] over the block's live positions — one contraction, a value page at a time.
+  std::vector<BufferId> o_blks;
+  for (int64_t j = 0; j < nv; ++j) {
+    const BufferId o_blk = t.AddScratchDeep(part("block_out", j), 1, vt, acc);
+    std::vector<BufferId> ins{p_buf, v_ins[j]};
+    std::vector<ElemAccess> maps{Terms({{LoopVar::kRow, w1}, {LoopVar::kK, 1}}),
+                                 Terms({{LoopVar::kK, wd}, {LoopVar::kCol, 1}})};
+    AddLimitSlots(mask, ins, maps, PerRowMap(w1));
+    t.AddGeneric(part("block_out", j), Contract(tr, vt * tw, tr), ins, maps, IdentMap(wd),
+                 Live(mask, LoopVar::kK, Mul(Op(0), Op(1)), Const(0.0), 2), o_blk);
+    o_blks.push_back(o_blk);
+  }
+  // The updates, each reading the carry it writes: the block folds into the running state. Every read of m comes
+  // before fold_max rewrites it.
+  t.AddGeneric("fold_sum", HeadSpace(tr, 1), {s_run, alpha, l_blk}, {PerRowMap(w1), PerRowMap(w1), PerRowMap(w1)},
+               IdentMap(w1), Add(Mul(Op(0), Op(1)), Op(2)), s_run);
+  for (int64_t j = 0; j < nv; ++j) {
+    t.AddGeneric(part("fold_out", j), HeadSpace(tr, vt * tw), {o_runs[j], alpha, o_blks[j]},
+                 {IdentMap(wd), PerRowMap(w1), IdentMap(wd)}, IdentMap(wd), Add(Mul(Op(0), Op(1)), Op(2)), o_runs[j]);
+  }
+  t.AddGeneric("fold_max", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1), Op(1),
+               m_run);
+  AddNextStart(t, mask, nb);
+
+  // ── The epilogue, once per item: the attention, into the item's tile of the dense result. The value rounds from
+  // fp32 to the datapath here, once.
+  t.SetPhase(epilogue_phase);
+  for (int64_t j = 0; j < nv; ++j) {
+    const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);
+    t.AddGeneric(part("normalize", j), HeadSpace(tr, vt * tw), {o_runs[j], s_run}, {IdentMap(wd), PerRowMap(w1)},
+                 IdentMap(wd), Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
+    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, part_t}}, 1, vt, out_width_t, out);
+  }
+  WireFirstReaders(t);
+
+  // Item y owns query tile y / per_row of head y mod per_row and reads K/V head kv_of(head) (grouped: head y).
+  std::vector<WorkItem> items;
+  for (int64_t y = 0; y < fi.items; ++y) {
+    const int64_t qt = y / fi.per_row;
+    const int64_t h = y % fi.per_row;
+    const int64_t kv_head = g.grouped ? y : g.q.kv_of(h);
+    items.push_back(WorkItem{y, y, kv_head, TileRect{qt, h * part_t, 1, part_t}});
+  }
+  // ★ THE BLOCKS RUN TO THE POSITION. Query row r sees the positions below P + r, so no row reads a block past
+  // ceil((P + T - 1) / tile): every later block is masked whole, its update the identity. That count is the fold's
+  // trip, read from P before the program runs, admitting exactly the P the guard does, 1 <= P <= rows - (T - 1).
+  if (mask.position && mask.counted) {
+    t.SetTrip(Trip{*mask.position, 0, 1, BoundMax(g.rows, g.q.rows), g.q.rows - 1, tr}, nb);
+  }
+  std::string values;
+  if (g.v_part) {
+    values = absl::StrCat("_v", g.vd, "_pages", g.v_part->first, "+", g.v_part->second);
+  } else if (g.vd != g.hd) {
+    values = absl::StrCat("_v", g.vd);
+  }
+  // ★ THE BLOCKS ARE THE CONTRACTION'S K BLOCKS: an item's result is one tile row of the dense result; the cache's
+  // ceil(l / tile) blocks are what it folds over.
+  t.SetPlan(BlockPlan{1, part_t, fi.tiles_q, fi.per_row, nb, 1, 1, part_t, 1, false});
+  return FinishSection(
+      t, absl::StrCat(std::string(tag), "_flash_blocks_", fi.items, "x", g.hd, values, "_l", g.l, "_b", tr),
+      std::move(items), acc, ApproxIn("attention", precision), target);
+}
+
+absl::StatusOr<Composition> FlashFold(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
+                                      const Target& target) {
+  ASSIGN_OR_RETURN(Composition doubled, FlashFoldPaged(names, g, tag, target, 2));
+  if (SiteFootprint(doubled.sections[0], target) <= target.max_local_mem_bytes()) return doubled;
+  return FlashFoldPaged(names, g, tag, target, 1);
+}
+
+}  // namespace spatial

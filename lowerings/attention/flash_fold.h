@@ -1,0 +1,65 @@
+// The flash fold (seed 002, original lines 5180-5198, 5325-5367, 5370-6111): ONE section, one item per (query tile,
+// head), the cache streaming past each item as the K blocks of a fold.
+//
+// ★ AN ATTENTION HEAD NEVER FITS A SITE AT REAL LENGTH, SO IT STREAMS. Each block's scores S = Q*K^T*scale fold into a
+// running softmax that never leaves the site: m' = max(m, rowmax S), a = e^(m - m'), P = e^(S - m'),
+// s' = a*s + rowsum P, O' = a*O + P*V. The rescale is the identity e^(x-m) = e^(x-m')*e^(m-m'), so nothing is
+// approximated, and the epilogue's O / s is the attention. An item is a TILE of query rows of one head —
+// FlashAttention-2's outer loop; one row, for a decode step.
+//
+// ★ A BLOCK IS ONE TILE ROW OF THE CACHE. The cache is dense tiles, rows x (kvw*hd): block b of K/V head x is tile row
+// b's hd/tile tiles from x*hd, an address affine in the block.
+//
+// ★ THE RUNNING STATE KEEPS THE ACCUMULATOR'S WIDTH. m is an exponent shift: rounded to bf16 it would move every
+// weight of the row by up to 1%. m, s and O are fp32 carries (depth 2: the old page and the new); only the attention
+// leaves at the datapath's precision.
+//
+// Stages. Prologue: load_scaler, load_q, the mask's row limits (flash_mask.h), [load_sinks], init_max, init_sum,
+// init_out*, [init_start]. Body, once per block: load_k, load_v*, [block_limit, block_floor], scores, [score_cap],
+// block_max, new_max, rescale, probs, block_sum, block_out*, fold_sum, fold_out*, fold_max, [next_start]. Epilogue:
+// normalize*, store_ctx*. One block needs no fold: every stage is then a prologue stage, in the same order.
+//
+// Numerical stability, as the seeds state it: a masked score is MASKED (-1e30) in the block's maximum, and a masked
+// probability is exactly 0 — forced, never computed, since exp(MASKED - MASKED) = 1 would pollute a row that has seen
+// only masked positions (a fully masked block is then the identity: m' = m, a = 1, P = 0). The running maximum is
+// the NaN-ignoring Max pool. A masked position's value is never read either: the value contraction is live-guarded
+// too, so a cache slot past the limit holding garbage (even NaN) contributes exactly nothing. Every real row keeps
+// at least one live position, whose term is e^0 = 1, so the denominator is at least 1.
+#ifndef LOWERINGS_ATTENTION_FLASH_FOLD_H_
+#define LOWERINGS_ATTENTION_FLASH_FOLD_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "lowerings/attention/geometry.h"
+#include "spatial/program.h"
+#include "targets/target.h"
+
+namespace spatial {
+
+// The fold with `pages` (1 or 2) pages in each streamed key and value page and in the output page, as a
+// one-section composition. Operands: names.operand(0..2) = Q (dense rows x per_row*hd; grouped: the regrouped
+// (kvw*tile) x hd matrix), K (g.rows x kvw*hd), V (g.rows x kvw*vd); the position operand when g.limit is one; the
+// result names.out (rows x per_row*part, dense). With sinks the fold reads "{out}__flash_sinks" (one tile per item,
+// row r's sink in element r), which flash.h's spread section writes.
+//
+// Section "{tag}_flash_blocks_{items}x{hd}{values}_l{l}_b{tile}", values "_v{vd}_pages{first}+{count}" for a value
+// part, "_v{vd}" when vd != hd. Claim "attention in {precision}". With the position an operand and more than one
+// block, the fold's trip is ceil((P + T - 1) / tile), admitting 1 <= P <= rows - (T - 1) (★ THE BLOCKS RUN TO THE
+// POSITION: a decode step at position P streams ceil(P / tile) blocks, not the declared ceil(l / tile)).
+//
+// Refusals: NotLowered on a tile that is not square or a geometry the fold cannot hold (heads not whole tiles, a
+// query head reading a K/V head past kvw, a value part past the values); MissingCompute without a float datapath
+// (or, masked, an integer one); MissingPrecision without an fp32 accumulator or an index integer.
+absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
+                                           const Target& target, int64_t pages);
+
+// ★ TWO PAGES WHERE THEY FIT, ONE WHERE THEY DO NOT (l.5329): the two-page fold when its site footprint fits the
+// target's local memory, else the one-page fold (which computes the same values).
+absl::StatusOr<Composition> FlashFold(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
+                                      const Target& target);
+
+}  // namespace spatial
+
+#endif  // LOWERINGS_ATTENTION_FLASH_FOLD_H_

@@ -1,0 +1,149 @@
+#include "lowerings/attention/geometry.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+
+int64_t Window::first(int64_t n) const {
+  if (kind == Kind::kSliding) return std::max<int64_t>(1, n - span + 1);
+  return ((n - 1) / span) * span + 1;
+}
+
+std::optional<Window> WindowOf(const proto::Window& w) {
+  switch (w.kind_case()) {
+    case proto::Window::kSliding: return Window::Sliding(w.sliding());
+    case proto::Window::kChunked: return Window::Chunked(w.chunked());
+    case proto::Window::KIND_NOT_SET: break;
+  }
+  return std::nullopt;
+}
+
+bool FlashApplies(int64_t hd, int64_t vd, const Target& target) {
+  const int64_t tw = target.tile_cols();
+  return hd > 0 && vd > 0 && hd % tw == 0 && vd % tw == 0;
+}
+
+bool AttentionReadsDense(int64_t h, int64_t kv, int64_t hd, int64_t vd, const Target& target) {
+  return FlashApplies(hd, vd, target) && kv > 0 && h % kv == 0;
+}
+
+bool FullAttentionReadsDense(int64_t hd, const Target& target) { return FlashApplies(hd, hd, target); }
+
+AttentionNames AttentionNames::WithOut(std::string new_out) const {
+  AttentionNames n = *this;
+  n.out = std::move(new_out);
+  return n;
+}
+
+AttentionNames AttentionNames::WithOperand(int64_t i, std::string name) const {
+  AttentionNames n = *this;
+  n.operands.at(static_cast<size_t>(i)) = OperandRef{std::move(name), proto::Fill()};
+  return n;
+}
+
+double DefaultScale(int64_t hd) { return 1.0 / std::sqrt(static_cast<double>(hd)); }
+
+absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
+  if (spec.kind_case() != proto::OpSpec::kAttention) {
+    return absl::InvalidArgumentError("an attention shape is read from an OpSpec of kind 'attention'");
+  }
+  const proto::AttentionSpec& a = spec.attention();
+  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"h", a.h()},
+                                 {"kv", a.kv()},
+                                 {"hd", a.hd()},
+                                 {"vd", a.vd()},
+                                 {"l", a.l()},
+                                 {"rows", a.rows()}}) {
+    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("attention.", field, " is negative (", v, ")"));
+  }
+  const int64_t h = a.h(), kv = a.kv(), hd = a.hd(), l = a.l(), t = a.rows();
+  if (h == 0 || kv == 0 || hd == 0 || l == 0 || t == 0) {
+    return NotLowered("an attention with no heads, no query rows, no head dimension or an empty cache");
+  }
+  if (a.vd() == 0) return NotLowered("an attention whose values have no width");
+  const std::optional<Window> window = WindowOf(a.window());
+  if (window && window->span < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attention window span is negative (", window->span, ")"));
+  }
+  if (window && window->span == 0) {
+    return NotLowered("a window of no positions — every row's softmax would be empty");
+  }
+  if (!std::isfinite(a.scale()) || !std::isfinite(a.softcap())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention scale ", a.scale(), " or soft cap ", a.softcap(), " is not finite"));
+  }
+  const bool named = a.pos().kind_case() == proto::RowIndex::kNamed;
+  if (named && spec.operands_size() > 3 && !a.pos().named().empty() && spec.operands(3).name() != a.pos().named()) {
+    return absl::InvalidArgumentError(absl::StrCat("the attention's position is named '", a.pos().named(),
+                                                   "' but its operand 3 is '", spec.operands(3).name(), "'"));
+  }
+
+  AttentionShape s;
+  s.heads = QueryHeads{t, h, std::max<int64_t>(h / kv, 1)};
+  // The positions attended: the whole cache, a literal prefix of it, or — masked — the first P + r of query row r,
+  // for a P the program reads (its operand follows Q, K, V) or a literal one under a block of rows.
+  int64_t attended = l;
+  std::optional<Bound> limit;
+  switch (a.pos().kind_case()) {
+    case proto::RowIndex::KIND_NOT_SET:
+      if (t > 1) return NotLowered("a block of query rows with no causal bound");
+      break;
+    case proto::RowIndex::kLiteral: {
+      const int64_t p = a.pos().literal();
+      if (p < 1 || p > l - (t - 1)) {
+        return NotLowered(
+            "a literal attention length outside its cache — the program fails at run time on every tier, so there "
+            "is no section to lower");
+      }
+      // One row attends exactly its P positions, unmasked; a block of rows is masked from P + r on.
+      attended = p + (t - 1);
+      if (t > 1) limit = Bound::Literal(p);
+      break;
+    }
+    case proto::RowIndex::kNamed:
+      if (t > l) return NotLowered("a block of query rows longer than its cache — no position admits every row");
+      limit = Bound::Operand(3);
+      break;
+  }
+  // ★ A WINDOW KEEPS THE LAST W OF EACH ROW'S POSITIONS, so its rows are always masked: an unmasked decode row's
+  // bound is the whole of what it attends.
+  if (window && !limit) limit = Bound::Literal(attended);
+  s.cache = Cache{l, attended, limit, window};
+  s.widths = HeadWidths{kv, hd, a.vd(), a.scale() != 0.0 ? a.scale() : DefaultScale(hd), std::nullopt};
+  if (a.softcap() != 0.0) s.widths.cap = a.softcap();
+  if (a.sinks()) s.sinks = 3 + (named ? 1 : 0);
+  s.tag = t == 1 ? "attn" : "causal_attn";
+  return s;
+}
+
+absl::StatusOr<AttentionNames> AttentionNamesOf(const proto::OpSpec& spec) {
+  if (spec.kind_case() != proto::OpSpec::kAttention) {
+    return absl::InvalidArgumentError("attention names are read from an OpSpec of kind 'attention'");
+  }
+  const proto::AttentionSpec& a = spec.attention();
+  const int count = 3 + (a.pos().kind_case() == proto::RowIndex::kNamed ? 1 : 0) + (a.sinks() ? 1 : 0);
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "attention", count));
+  return AttentionNames{spec.out(), std::move(ops)};
+}
+
+FlashGeometry FlashGeometryOf(const AttentionShape& shape) {
+  FlashGeometry g;
+  g.q = shape.heads;
+  g.kvw = shape.widths.kv;
+  g.hd = shape.widths.hd;
+  g.vd = shape.widths.vd;
+  g.rows = shape.cache.rows;
+  g.l = shape.cache.attended;
+  g.limit = shape.cache.limit;
+  g.window = shape.cache.window;
+  g.sinks = shape.sinks;
+  g.scale = shape.widths.scale;
+  g.cap = shape.widths.cap;
+  return g;
+}
+
+}  // namespace spatial

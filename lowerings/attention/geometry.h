@@ -1,0 +1,168 @@
+// The attention geometry (seed 002, original lines 3834-3894 and 5200-5247): which query heads an attention
+// computes, which K/V head each reads, which cache positions each query row sees, and — for the flash form — where
+// the heads sit in the fold. Every attention lowering (flash fold, grouped decode, three-section, full attention)
+// speaks this vocabulary, and AttentionShapeOf is from_attention's reading of an AttentionSpec (l.3735-3832), so the
+// forms agree on what a spec means.
+//
+// ★ ONE SCHEME, EVERY ATTENTION. Decode is one row whose heads share K/V heads (GQA); a prefill chunk's causal block
+// is T such rows; full attention is t rows whose heads read their own K/V head (group = 1).
+#ifndef LOWERINGS_ATTENTION_GEOMETRY_H_
+#define LOWERINGS_ATTENTION_GEOMETRY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lowerings/common.h"
+#include "proto/op.pb.h"
+#include "targets/target.h"
+
+namespace spatial {
+
+// The value a masked score takes: far below any real score, and still finite in bf16 and fp32 (the seed's MASKED,
+// l.5250). exp(MASKED - m) underflows to exactly 0 against any real maximum m.
+inline constexpr double kMasked = -1.0e30;
+
+// `rows` query rows of `per_row` heads each, a row's heads reading K/V heads in groups of `group`. Query head v is
+// head v mod per_row of row v / per_row: its query and output sit at v*hd of the flat rows x (per_row*hd) block.
+struct QueryHeads {
+  int64_t rows = 1;
+  int64_t per_row = 1;
+  int64_t group = 1;
+
+  int64_t count() const { return rows * per_row; }
+  int64_t row_of(int64_t v) const { return v / per_row; }
+  // ★ Query head v reads K/V head (v mod h) / group — not affine in v, so a flash item carries both.
+  int64_t kv_of(int64_t v) const { return (v % per_row) / group; }
+};
+
+// The first query row's live length P, for a bound the cache's extent does not fix: query row r attends the first
+// P + r positions.
+struct Bound {
+  enum class Kind { kLiteral, kOperand };
+  Kind kind = Kind::kLiteral;
+  // kLiteral: P, checked against the cache when the attention is lowered. kOperand: the operand index holding P,
+  // checked at run time so every row stays inside the cache: 1 <= P <= rows - (T - 1).
+  int64_t value = 0;
+
+  static Bound Literal(int64_t p) { return {Kind::kLiteral, p}; }
+  static Bound Operand(int64_t i) { return {Kind::kOperand, i}; }
+  bool is_operand() const { return kind == Kind::kOperand; }
+};
+
+// The largest P a block of `q_rows` query rows admits over a cache of `rows`: its last row's positions all cached.
+inline int64_t BoundMax(int64_t rows, int64_t q_rows) { return rows + 1 - q_rows; }
+
+// A window of positions before a row's limit: the last W (sliding) or the row's own chunk of C (chunked).
+struct Window {
+  enum class Kind { kSliding, kChunked };
+  Kind kind = Kind::kSliding;
+  int64_t span = 0;  // W or C; 0 is refused (every row's softmax would be empty)
+
+  static Window Sliding(int64_t w) { return {Kind::kSliding, w}; }
+  static Window Chunked(int64_t c) { return {Kind::kChunked, c}; }
+  // The 1-based first position a row attending its first n positions keeps: max(1, n - W + 1) for a sliding window,
+  // floor((n - 1) / C) * C + 1 for a chunk.
+  int64_t first(int64_t n) const;
+};
+
+// The window of a spec (nullopt when unset).
+std::optional<Window> WindowOf(const proto::Window& w);
+
+// The cache an attention reads: `rows` positions declared, the first `attended` covered, and — masked — the bound
+// each query row's live positions end at, and the window a row keeps before it.
+struct Cache {
+  int64_t rows = 0;
+  int64_t attended = 0;
+  std::optional<Bound> limit;
+  std::optional<Window> window;
+};
+
+// The widths of an attention's heads: kv K/V heads per position, keys hd and values vd wide, the factor every score
+// takes, and the soft cap every scaled score takes before the mask, c*tanh(s/c).
+struct HeadWidths {
+  int64_t kv = 1;
+  int64_t hd = 1;
+  int64_t vd = 1;
+  double scale = 1.0;
+  std::optional<double> cap;
+};
+
+// Where a flash attention's query heads sit (l.5200-5229). Item (v, x) owns query head v of `q` and reads its K/V
+// head x of a cache of `rows` positions holding `kvw` heads each. The blocks cover the first `l` positions, and
+// `limit` masks query row r's positions from P + r on.
+//
+// `grouped`: the queries are ONE row regrouped by K/V head (grouped_decode.h) — a (kvw * tile) x hd matrix whose
+// tile row x holds K/V head x's query heads, one per row. Item x is then K/V head x, and every row is limited by the
+// one query row's P.
+struct FlashGeometry {
+  QueryHeads q;
+  int64_t kvw = 1;
+  int64_t hd = 1;
+  // The values' width a head: the keys' hd, or another (a latent attention's values are its keys' latent part).
+  int64_t vd = 1;
+  // The value pages this fold computes, (first, count), when not all of them: a fold too large for a site is one
+  // fold per page (flash.h, ValuePages).
+  std::optional<std::pair<int64_t, int64_t>> v_part;
+  int64_t rows = 0;  // cache positions declared
+  int64_t l = 0;     // positions the blocks cover: ceil(l / tile) blocks
+  std::optional<Bound> limit;
+  std::optional<Window> window;
+  // The operand holding one sink logit per query head (per_row of them), which joins each head's softmax and takes
+  // no value.
+  std::optional<int64_t> sinks;
+  bool grouped = false;
+  double scale = 1.0;
+  std::optional<double> cap;
+};
+
+// Keys hd and values vd wide take the flash form on `target`: whole tiles (a key of any width is one contraction into
+// a tile of scores; values wider than an accumulator page fold a page at a time).
+bool FlashApplies(int64_t hd, int64_t vd, const Target& target);
+// An attention of h query heads over kv K/V heads reads its K and V as DENSE tiles — the flash form's cache layout.
+// A table an attention reads dense is written dense too, so this is the one place the two agree.
+bool AttentionReadsDense(int64_t h, int64_t kv, int64_t hd, int64_t vd, const Target& target);
+// AttentionReadsDense for a full attention, whose query heads read K/V heads one to one.
+bool FullAttentionReadsDense(int64_t hd, const Target& target);
+
+// An attention lowering's names: the result and its operands (the seed's StageNames).
+struct AttentionNames {
+  std::string out;
+  std::vector<OperandRef> operands;
+
+  const OperandRef& operand(int64_t i) const { return operands.at(static_cast<size_t>(i)); }
+  // These names with the result renamed, and operand i replaced (a fold over a regrouped query, a value page).
+  AttentionNames WithOut(std::string new_out) const;
+  AttentionNames WithOperand(int64_t i, std::string name) const;
+};
+
+// What an AttentionSpec means, read the way from_attention reads it (l.3735-3832).
+struct AttentionShape {
+  QueryHeads heads;
+  HeadWidths widths;
+  Cache cache;
+  std::optional<int64_t> sinks;  // the sinks' operand index: 3, or 4 after a named position
+  std::string tag;               // "attn" (one query row) or "causal_attn"
+};
+
+// Reads `spec.attention()`. Refusals (NotLowered, the seed's messages): no heads, no query rows, no head dimension or
+// an empty cache; a window of no positions; a block of query rows with no causal bound; a literal position outside
+// its cache. A negative field, a value width of zero, or a named position that is not operand 3 is InvalidArgument.
+// ★ A window always masks: an unmasked row's bound is the whole of what it attends (limit = Literal(attended)).
+absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec);
+
+// The operands an attention spec takes: Q, K, V, then P when the position is named, then the sinks.
+absl::StatusOr<AttentionNames> AttentionNamesOf(const proto::OpSpec& spec);
+
+// The flash geometry of an attention shape (v_part none, not grouped): l = attended, rows = the cache's.
+FlashGeometry FlashGeometryOf(const AttentionShape& shape);
+
+// The default score scale, 1 / sqrt(hd).
+double DefaultScale(int64_t hd);
+
+}  // namespace spatial
+
+#endif  // LOWERINGS_ATTENTION_GEOMETRY_H_

@@ -1,0 +1,117 @@
+#include "lowerings/attention/grouped_decode.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/attention/flash.h"
+#include "lowerings/attention/relayout.h"
+#include "lowerings/common.h"
+#include "lowerings/tables_rows_common.h"
+#include "spatial/builder.h"
+#include "spatial/maps.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+namespace {
+
+// Section 1 with `pages` pages in its streamed buffers: item x loads its K/V head's `group` query heads — group*hd
+// elements of the flat row, one page — and writes them as rows 0 .. group - 1 of tile row x of the regrouped matrix,
+// reading row j, column e at j*hd + e of the page.
+absl::StatusOr<Composition> Regroup(const OperandRef& q_op, const std::string& grouped_q, const FlashGeometry& g,
+                                    std::string_view tag, Precision precision, const Target& target, int64_t pages) {
+  const int64_t tr = target.tile_rows();
+  const int64_t tw = target.tile_cols();
+  const int64_t kv = g.kvw;
+  const int64_t group = g.q.group;
+  const int64_t head_t = g.hd / tw;
+  const int64_t heads_t = group * head_t;
+  const int64_t row_t = g.q.per_row * head_t;
+  Template t(tr, tw);
+  ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, g.q.per_row * g.hd));
+  const TensorId q = t.AddTensor(q_op.name, TensorRole::kInput, 1, g.q.per_row * g.hd, precision, std::move(q_init));
+  const TensorId gq = t.AddTensor(grouped_q, TensorRole::kOutput, kv * tr, g.hd, precision, TensorInit::Zero());
+  const BufferId in = t.AddBufferDeep("in_heads", pages, heads_t, precision);
+  const BufferId out = t.AddBufferDeep("out", pages, head_t, precision);
+  const StageId load = t.AddLoadBlockAt("load_heads", q, 0, {{LoopVar::kItemY, heads_t}}, 1, heads_t, row_t, in);
+  // The rows past the group are zero: lazily, so they read nothing of the page.
+  const StageId s =
+      t.AddGeneric("regroup", HeadSpace(tr, g.hd), {in}, {Map2(0, g.hd, 1)}, IdentMap(t.PageWidth(head_t)),
+                   Select(Pred::Lt(LoopVar::kRow, group), Op(0), Const(0.0)), out);
+  const StageId st = t.AddStoreBlock("store_groups", gq, 0, {{LoopVar::kItemY, head_t}}, 1, head_t, head_t, out);
+  t.AddEdge(load, in, s);
+  t.AddEdge(s, out, st);
+  std::vector<WorkItem> items;
+  for (int64_t x = 0; x < kv; ++x) items.push_back(WorkItem{x, x, 0, TileRect{x, 0, 1, head_t}});
+  t.SetPlan(BlockPlan{1, head_t, kv, 1, 1, 1, 1, head_t, 1, false});
+  return FinishSection(t, absl::StrCat(std::string(tag), "_gqa_groups_", kv, "x", group), std::move(items),
+                       AccFor(precision), NumericsClaim::Exact(), target);
+}
+
+}  // namespace
+
+absl::StatusOr<Composition> GroupedDecodeAttention(const AttentionNames& names, const FlashGeometry& g,
+                                                   std::string_view tag, const Target& target) {
+  const int64_t tr = target.tile_rows();
+  if (tr != target.tile_cols()) return NotLowered("a grouped decode attention on a tile that is not square");
+  if (g.q.rows != 1 || g.q.group < 2 || g.q.group > tr) {
+    return NotLowered(
+        "a grouped decode attention of more than one query row, or of a group of one or taller than a "
+        "tile");
+  }
+  if (!FlashApplies(g.hd, g.vd, target) || g.q.per_row != g.kvw * g.q.group) {
+    return NotLowered(
+        "a grouped decode attention whose heads are not whole tiles or do not divide among its K/V "
+        "heads");
+  }
+  if (RowNeedsBlocking(std::max(g.hd, g.vd), target)) {
+    return NotLowered("a grouped decode attention whose head is wider than an accumulator page");
+  }
+  ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
+  const std::string grouped_q = absl::StrCat(names.out, "__gqa_q");
+  const std::string grouped_ctx = absl::StrCat(names.out, "__gqa_ctx");
+  const int64_t budget = target.max_local_mem_bytes();
+  auto fits = [&](Composition c) -> absl::StatusOr<Composition> {
+    if (SiteFootprint(c.sections[0], target) <= budget) return c;
+    return NotLowered("a regrouping of one K/V head's query heads does not fit a site");
+  };
+
+  // ★ TWO PAGES WHERE THEY FIT, ONE WHERE THEY DO NOT.
+  ASSIGN_OR_RETURN(Composition regroup, Regroup(names.operand(0), grouped_q, g, tag, precision, target, 2));
+  if (SiteFootprint(regroup.sections[0], target) > budget) {
+    ASSIGN_OR_RETURN(regroup, Regroup(names.operand(0), grouped_q, g, tag, precision, target, 1));
+  }
+  ASSIGN_OR_RETURN(regroup, fits(std::move(regroup)));
+
+  FlashGeometry grouped = g;
+  grouped.grouped = true;
+  ASSIGN_OR_RETURN(Composition fold,
+                   FlashAttention(names.WithOut(grouped_ctx).WithOperand(0, grouped_q), grouped, tag, target));
+
+  // Query head v is row v mod group of tile row v / group.
+  std::vector<int64_t> picks;
+  for (int64_t v = 0; v < g.q.per_row; ++v) picks.push_back((v / g.q.group) * tr + v % g.q.group);
+  ASSIGN_OR_RETURN(Composition ungroup, RelayoutDensePicksToRows(OperandRef{grouped_ctx, proto::Fill()}, names.out,
+                                                                 g.kvw * tr, picks, g.vd, precision, target));
+  ASSIGN_OR_RETURN(ungroup, fits(std::move(ungroup)));
+
+  std::string name = fold.name;
+  std::vector<Composition> parts;
+  parts.push_back(std::move(regroup));
+  parts.push_back(std::move(fold));
+  parts.push_back(std::move(ungroup));
+  return ComposeSections(std::move(name), std::move(parts), target);
+}
+
+absl::StatusOr<Composition> FlashFormAttention(const AttentionNames& names, const FlashGeometry& g,
+                                               std::string_view tag, const Target& target) {
+  if (g.q.rows == 1 && g.q.group > 1 && g.q.group <= target.tile_rows() &&
+      !RowNeedsBlocking(std::max(g.hd, g.vd), target)) {
+    absl::StatusOr<Composition> grouped = GroupedDecodeAttention(names, g, tag, target);
+    if (grouped.ok()) return grouped;
+  }
+  return FlashAttention(names, g, tag, target);
+}
+
+}  // namespace spatial

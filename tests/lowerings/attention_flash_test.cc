@@ -1,0 +1,259 @@
+// The flash fold against the naive f64 attention: decode at positions 1, l/2 and l, prefill blocks under a causal
+// bound, GQA groups 1, 2, 4, 8, head widths from one tile to 128, values wider or narrower than the keys, caches that
+// are not tile multiples, sliding and chunked windows, sinks and soft caps — every program validated and certified.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "spatial/maps.h"
+#include "spatial/proto_io.h"
+#include "tests/lowerings/attention_check.h"
+
+namespace spatial::testing {
+namespace {
+
+const Section& FoldOf(const Composition& c) {
+  const Section* s = SectionNamed(c, "_flash_blocks_");
+  EXPECT_NE(s, nullptr) << "no fold section in " << c.name;
+  return s != nullptr ? *s : c.sections.back();
+}
+
+// Structure every fold shares: its carries at fp32 and depth 2, its name, its block count and trip.
+void ExpectFoldShape(const Composition& comp, const AttnCase& c, const Target& t) {
+  const Section& s = FoldOf(comp);
+  const int64_t tr = t.tile_rows();
+  const int64_t attended = c.pos == Pos::kLiteral ? c.p + c.rows - 1 : c.l;
+  const int64_t nb = CeilDiv(attended, tr);
+  EXPECT_EQ(s.num_blocks, nb) << s.name;
+  EXPECT_TRUE(absl::StrContains(s.name, absl::StrCat("_flash_blocks_"))) << s.name;
+  EXPECT_TRUE(absl::EndsWith(s.name, absl::StrCat("_l", attended, "_b", tr))) << s.name;
+  for (const char* carry : {"run_max", "run_sum"}) {
+    const int b = s.FindBuffer(carry);
+    ASSERT_GE(b, 0) << carry;
+    EXPECT_EQ(s.buffers[b].precision, Precision::kFp32);
+    EXPECT_EQ(s.buffers[b].depth, 2);
+  }
+  // The blocks run to the position: a trip exactly when P is an operand and there is more than one block.
+  EXPECT_EQ(s.trip.has_value(), c.pos == Pos::kNamed && nb > 1) << s.name;
+  if (s.trip) {
+    EXPECT_EQ(s.trip->lo, 1);
+    EXPECT_EQ(s.trip->hi, c.l + 1 - c.rows);
+    EXPECT_EQ(s.trip->bias, c.rows - 1);
+    EXPECT_EQ(s.trip->per, tr);
+  }
+  EXPECT_EQ(s.claim.reason, "attention in bf16");
+  EXPECT_EQ(s.acc_precision, Precision::kFp32);
+}
+
+struct Shaped {
+  AttnCase c;
+  Form form;
+};
+
+std::vector<Shaped> TinyCases() {
+  std::vector<Shaped> v;
+  auto add = [&](AttnCase c, Form f = Form::kFlash) { v.push_back({c, f}); };
+  // ── Decode: one query row.
+  add({.h = 4, .kv = 4, .hd = 8, .vd = 8, .l = 13});                                   // whole cache, tail mask
+  add({.h = 4, .kv = 4, .hd = 8, .vd = 8, .l = 16});                                   // unmasked, 2 blocks
+  add({.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 5});                                    // one block: no fold
+  add({.h = 4, .kv = 2, .hd = 16, .vd = 16, .l = 24, .pos = Pos::kLiteral, .p = 17});  // literal length
+  for (int64_t p : {1, 20, 40}) {                                                      // positions 1, l/2, l
+    add({.h = 8, .kv = 2, .hd = 16, .vd = 24, .l = 40, .pos = Pos::kNamed, .p = p});
+  }
+  for (int64_t p : {1, 16, 33}) {  // l not a tile multiple
+    add({.h = 2, .kv = 1, .hd = 8, .vd = 16, .l = 33, .pos = Pos::kNamed, .p = p});
+  }
+  add({.h = 8, .kv = 1, .hd = 8, .vd = 8, .l = 21, .pos = Pos::kNamed, .p = 19});     // GQA 8, per head
+  add({.h = 4, .kv = 1, .hd = 16, .vd = 8, .l = 30, .pos = Pos::kNamed, .p = 11});    // GQA 4, vd < hd
+  add({.h = 2, .kv = 2, .hd = 64, .vd = 64, .l = 20, .pos = Pos::kNamed, .p = 20});   // hd 64: 2 value pages
+  add({.h = 4, .kv = 2, .hd = 128, .vd = 128, .l = 17, .pos = Pos::kNamed, .p = 9});  // hd 128: 4 value pages
+  add({.h = 2, .kv = 1, .hd = 64, .vd = 128, .l = 12, .pos = Pos::kNamed, .p = 6});   // values wider than keys
+  add({.h = 4, .kv = 2, .hd = 16, .vd = 16, .l = 40, .pos = Pos::kNamed, .p = 37, .sliding = 5});  // masked blocks
+  add({.h = 4, .kv = 2, .hd = 16, .vd = 16, .l = 40, .pos = Pos::kNamed, .p = 3, .sliding = 5});
+  add({.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 29, .sliding = 10});  // window, no position
+  add({.h = 4, .kv = 4, .hd = 8, .vd = 16, .l = 40, .pos = Pos::kNamed, .p = 35, .chunked = 16});
+  add({.h = 4, .kv = 4, .hd = 8, .vd = 16, .l = 40, .pos = Pos::kNamed, .p = 16, .chunked = 16});  // chunk edge
+  add({.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 19, .pos = Pos::kLiteral, .p = 18, .chunked = 6});
+  add({.h = 4, .kv = 2, .hd = 16, .vd = 16, .l = 26, .pos = Pos::kNamed, .p = 26, .sinks = true});
+  add({.h = 4, .kv = 4, .hd = 8, .vd = 8, .l = 12, .sinks = true, .cap = 0.3});  // sinks and a cap
+  add({.h = 2, .kv = 2, .hd = 16, .vd = 16, .l = 40, .pos = Pos::kNamed, .p = 21, .scale = 0.9, .cap = 0.5});
+  add({.h = 4, .kv = 2, .hd = 8, .vd = 8, .l = 23, .pos = Pos::kNamed, .p = 23, .sliding = 7, .sinks = true,
+       .cap = 1.5});
+  // ── Grouped decode: one item per K/V head (groups 2, 4 and 8 fit a tile's 8 rows).
+  add({.h = 4, .kv = 2, .hd = 16, .vd = 16, .l = 40, .pos = Pos::kNamed, .p = 20}, Form::kGrouped);
+  add({.h = 8, .kv = 2, .hd = 8, .vd = 16, .l = 21, .pos = Pos::kNamed, .p = 1}, Form::kGrouped);
+  add({.h = 8, .kv = 1, .hd = 32, .vd = 32, .l = 35, .pos = Pos::kNamed, .p = 35}, Form::kGrouped);
+  add({.h = 16, .kv = 2, .hd = 16, .vd = 8, .l = 30, .pos = Pos::kNamed, .p = 17, .sinks = true}, Form::kGrouped);
+  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 33, .pos = Pos::kNamed, .p = 30, .sliding = 9}, Form::kGrouped);
+  add({.h = 4, .kv = 1, .hd = 16, .vd = 16, .l = 18, .cap = 0.4}, Form::kGrouped);
+  // ── Prefill blocks: T > 1 rows under a causal bound.
+  add({.h = 2, .kv = 1, .hd = 16, .vd = 16, .l = 20, .rows = 5, .pos = Pos::kLiteral, .p = 10});
+  add({.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 30, .rows = 8, .pos = Pos::kNamed, .p = 12});
+  add({.h = 4, .kv = 2, .hd = 16, .vd = 8, .l = 40, .rows = 13, .pos = Pos::kNamed, .p = 28});
+  add({.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 27, .rows = 3, .pos = Pos::kNamed, .p = 1});
+  add({.h = 1, .kv = 1, .hd = 8, .vd = 8, .l = 16, .rows = 16, .pos = Pos::kNamed, .p = 1});  // T = l
+  add({.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 20, .rows = 10, .pos = Pos::kNamed, .p = 5, .sliding = 6});
+  add({.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 24, .rows = 12, .pos = Pos::kNamed, .p = 3, .chunked = 8});
+  add({.h = 4, .kv = 2, .hd = 8, .vd = 8, .l = 19, .rows = 6, .pos = Pos::kNamed, .p = 9, .sinks = true});
+  add({.h = 2, .kv = 2, .hd = 16, .vd = 16, .l = 25, .rows = 9, .pos = Pos::kLiteral, .p = 4, .cap = 0.6});
+  add({.h = 8, .kv = 2, .hd = 64, .vd = 64, .l = 18, .rows = 4, .pos = Pos::kNamed, .p = 7});
+  add({.h = 2, .kv = 1, .hd = 128, .vd = 64, .l = 14, .rows = 3, .pos = Pos::kNamed, .p = 12});
+  return v;
+}
+
+TEST(AttentionFlashTest, MatchesNaiveReferenceOnTestTiny) {
+  const Target& t = Shipped("test_tiny");
+  int checked = 0;
+  uint64_t seed = 11;
+  for (const Shaped& s : TinyCases()) {
+    const Composition comp = CheckAttention(s.c, t, s.form, seed++);
+    if (comp.sections.empty()) continue;
+    SCOPED_TRACE(CaseText(s.c));
+    ExpectFoldShape(comp, s.c, t);
+    if (s.form == Form::kGrouped) {
+      ASSERT_GE(comp.sections.size(), 3u);
+      EXPECT_TRUE(absl::StrContains(comp.sections.front().name, "_gqa_groups_"));
+      EXPECT_EQ(FoldOf(comp).items.size(), static_cast<size_t>(s.c.kv));
+    } else {
+      EXPECT_EQ(FoldOf(comp).items.size(), static_cast<size_t>(CeilDiv(s.c.rows, 8) * s.c.h));
+    }
+    EXPECT_EQ(comp.sections.size() - (s.form == Form::kGrouped ? 2 : 0), s.c.sinks ? 2u : 1u);
+    // Wherever else it lowers (the 32-wide targets take the heads of whole 32-wide tiles), it certifies.
+    EXPECT_GE(CertifyOnShipped(AttnSpec(s.c), s.form), 1);
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+}
+
+// Real shapes on the 32 x 32 targets, modest in positions (the VM is f64 and simple).
+TEST(AttentionFlashTest, MatchesNaiveReferenceOnRealTargets) {
+  const std::vector<std::pair<const char*, Shaped>> cases = {
+      {"wormhole_n150", {{.h = 4, .kv = 4, .hd = 128, .vd = 128, .l = 64, .pos = Pos::kNamed, .p = 64}, Form::kFlash}},
+      {"wormhole_n150",
+       {{.h = 8, .kv = 2, .hd = 64, .vd = 64, .l = 100, .pos = Pos::kNamed, .p = 77}, Form::kFlashForm}},
+      {"wormhole_n150",
+       {{.h = 2, .kv = 1, .hd = 64, .vd = 64, .l = 96, .rows = 40, .pos = Pos::kNamed, .p = 50}, Form::kFlash}},
+      {"wormhole_n150",
+       {{.h = 2, .kv = 2, .hd = 64, .vd = 128, .l = 70, .pos = Pos::kNamed, .p = 70, .sliding = 40}, Form::kFlash}},
+      {"blackhole_p150",
+       {{.h = 8, .kv = 1, .hd = 128, .vd = 128, .l = 45, .pos = Pos::kNamed, .p = 23, .sinks = true},
+        Form::kFlashForm}},
+  };
+  uint64_t seed = 101;
+  for (const auto& [name, s] : cases) {
+    const Target& t = Shipped(name);
+    const Composition comp = CheckAttention(s.c, t, s.form, seed++);
+    if (comp.sections.empty()) continue;
+    ExpectFoldShape(comp, s.c, t);
+  }
+}
+
+// The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
+// per query head otherwise.
+TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {
+  const Target& tiny = Shipped("test_tiny");
+  const AttnCase grouped{.h = 8, .kv = 2, .hd = 16, .vd = 16, .l = 24, .pos = Pos::kNamed, .p = 13};
+  Composition c = CheckAttention(grouped, tiny, Form::kFlashForm);
+  ASSERT_EQ(c.sections.size(), 3u);
+  EXPECT_EQ(c.sections[0].name, "attn_gqa_groups_2x4");
+  EXPECT_EQ(c.sections[1].name, "attn_flash_blocks_2x16_l24_b8");
+  EXPECT_EQ(c.sections[2].name, "relayout_rows_8_of_16x16");
+  // Heads wider than an accumulator page (64 = 8 tiles > 4): one item per query head.
+  const AttnCase wide{.h = 4, .kv = 2, .hd = 64, .vd = 64, .l = 16, .pos = Pos::kNamed, .p = 9};
+  c = CheckAttention(wide, tiny, Form::kFlashForm);
+  ASSERT_EQ(c.sections.size(), 1u);
+  EXPECT_EQ(c.sections[0].name, "attn_flash_blocks_4x64_l16_b8");
+  // A group taller than a tile (16 > 8): one item per query head.
+  const AttnCase tall{.h = 16, .kv = 1, .hd = 8, .vd = 8, .l = 10, .pos = Pos::kNamed, .p = 10};
+  c = CheckAttention(tall, tiny, Form::kFlashForm);
+  ASSERT_EQ(c.sections.size(), 1u);
+  EXPECT_EQ(FoldOf(c).items.size(), 16u);
+}
+
+// Values wider than an accumulator page fold a page at a time: one carry, block product, update and normalization
+// per page, all sharing one set of scores.
+TEST(AttentionFlashTest, ValuesFoldAPageAtATime) {
+  const Target& tiny = Shipped("test_tiny");
+  const Composition c =
+      CheckAttention({.h = 2, .kv = 1, .hd = 16, .vd = 128, .l = 20, .pos = Pos::kNamed, .p = 20}, tiny, Form::kFlash);
+  const Section& s = FoldOf(c);
+  EXPECT_EQ(s.name, "attn_flash_blocks_2x16_v128_l20_b8");
+  for (int j = 0; j < 4; ++j) {
+    for (const char* stage : {"init_out", "block_out", "fold_out", "normalize", "store_ctx"}) {
+      EXPECT_GE(s.FindStage(absl::StrCat(stage, j)), 0) << stage << j;
+    }
+    const int b = s.FindBuffer(absl::StrCat("run_out", j));
+    ASSERT_GE(b, 0);
+    EXPECT_EQ(s.buffers[b].page_tiles, 4);
+  }
+  EXPECT_EQ(s.FindStage("scores"), s.FindStage("scores"));
+  int scores = 0;
+  for (const Stage& st : s.stages) scores += st.name == "scores";
+  EXPECT_EQ(scores, 1);
+}
+
+// Phases: the prologue initializes every carry, the body streams the cache, the epilogue normalizes and stores. One
+// block needs no fold at all.
+TEST(AttentionFlashTest, FoldPhases) {
+  const Target& tiny = Shipped("test_tiny");
+  const AttnCase c{.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 30, .rows = 3, .pos = Pos::kNamed, .p = 10, .chunked = 8};
+  absl::StatusOr<Composition> comp = LowerAttention(AttnSpec(c), tiny, Form::kFlash);
+  ASSERT_TRUE(comp.ok()) << comp.status();
+  const Section& s = comp->sections[0];
+  auto phase = [&](const char* name) {
+    const int i = s.FindStage(name);
+    EXPECT_GE(i, 0) << name;
+    return i < 0 ? Phase::kPrologue : s.stages[i].phase;
+  };
+  for (const char* p : {"load_scaler", "load_q", "load_pos", "count_biased", "row_limit", "init_max", "init_sum",
+                        "init_out", "init_start"}) {
+    EXPECT_EQ(phase(p), Phase::kPrologue) << p;
+  }
+  for (const char* b : {"load_k", "load_v", "block_limit", "block_floor", "scores", "block_max", "new_max", "rescale",
+                        "probs", "block_sum", "block_out", "fold_sum", "fold_out", "fold_max", "next_start"}) {
+    EXPECT_EQ(phase(b), Phase::kBody) << b;
+  }
+  EXPECT_EQ(phase("normalize"), Phase::kEpilogue);
+  EXPECT_EQ(phase("store_ctx"), Phase::kEpilogue);
+  EXPECT_EQ(std::get<Load>(s.stages[s.FindStage("load_k")].op).num_blocks, 4);
+  // The carries' updates come after every read of them in the body.
+  EXPECT_LT(s.FindStage("rescale"), s.FindStage("fold_max"));
+  EXPECT_LT(s.FindStage("block_limit"), s.FindStage("next_start"));
+
+  const AttnCase one{.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 7, .pos = Pos::kNamed, .p = 3};
+  comp = LowerAttention(AttnSpec(one), tiny, Form::kFlash);
+  ASSERT_TRUE(comp.ok()) << comp.status();
+  const Section& s1 = comp->sections[0];
+  EXPECT_FALSE(s1.has_fold());
+  EXPECT_FALSE(s1.trip.has_value());
+  for (const Stage& st : s1.stages) EXPECT_EQ(st.phase, Phase::kPrologue) << st.name;
+  EXPECT_LT(s1.FindStage("block_limit"), 0);  // one block starts at 0: no carried start
+}
+
+// Same spec and target, byte-identical program; and the program survives the wire (the VM runs what was read back).
+TEST(AttentionFlashTest, DeterministicAndSerializable) {
+  const Target& tiny = Shipped("test_tiny");
+  for (const auto& [c, form] : std::vector<std::pair<AttnCase, Form>>{
+           {{.h = 8, .kv = 2, .hd = 16, .vd = 16, .l = 30, .pos = Pos::kNamed, .p = 9, .sinks = true}, Form::kGrouped},
+           {{.h = 2, .kv = 1, .hd = 16, .vd = 8, .l = 33, .rows = 7, .pos = Pos::kNamed, .p = 4, .chunked = 8,
+             .cap = 0.5},
+            Form::kFlash}}) {
+    SCOPED_TRACE(CaseText(c));
+    absl::StatusOr<Composition> a = LowerAttention(AttnSpec(c), tiny, form);
+    absl::StatusOr<Composition> b = LowerAttention(AttnSpec(c), tiny, form);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::string sa, sb;
+    ASSERT_TRUE(ToProto(*a).SerializeToString(&sa));
+    ASSERT_TRUE(ToProto(*b).SerializeToString(&sb));
+    EXPECT_EQ(sa, sb);
+    absl::StatusOr<Composition> back = FromProto(ToProto(*a));
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectMatchesReference(AttnSpec(c), *back, tiny, AttnInputs(*back, c.p, 21));
+  }
+}
+
+}  // namespace
+}  // namespace spatial::testing
