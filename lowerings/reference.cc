@@ -47,6 +47,8 @@ constexpr Entry kReferences[] = {
     {proto::OpSpec::kSetRow, &ReferenceSetRow},
     {proto::OpSpec::kArgmax, &ReferenceArgMax},
     {proto::OpSpec::kRope, &ReferenceRope},
+    {proto::OpSpec::kCausalConv, &ReferenceCausalConv},
+    {proto::OpSpec::kGatedDelta, &ReferenceGatedDelta},
 };
 
 }  // namespace

@@ -47,6 +47,9 @@ absl::StatusOr<TensorMap> ReferenceSetRow(const proto::OpSpec& spec, const Tenso
 absl::StatusOr<TensorMap> ReferenceArgMax(const proto::OpSpec& spec, const TensorMap& inputs);
 // Rope (reference_rope.cc).
 absl::StatusOr<TensorMap> ReferenceRope(const proto::OpSpec& spec, const TensorMap& inputs);
+// Carried state (carried/reference_carried.cc): the result and the state the op leaves, under the state's name.
+absl::StatusOr<TensorMap> ReferenceCausalConv(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceGatedDelta(const proto::OpSpec& spec, const TensorMap& inputs);
 
 }  // namespace spatial
 

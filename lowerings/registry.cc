@@ -7,6 +7,8 @@
 #include "lowerings/attention/full_attention.h"
 #include "lowerings/attention/lut.h"
 #include "lowerings/argmax.h"
+#include "lowerings/carried/causal_conv.h"
+#include "lowerings/carried/gated_delta.h"
 #include "lowerings/elementwise.h"
 #include "lowerings/gathers.h"
 #include "lowerings/head_matmul.h"
@@ -61,6 +63,9 @@ constexpr Entry kLowerings[] = {
     {proto::OpSpec::kArgmax, &FromArgMax},
     // Rope (lowerings/rope.h).
     {proto::OpSpec::kRope, &FromRope},
+    // Carried state (lowerings/carried/).
+    {proto::OpSpec::kCausalConv, &FromCausalConv},
+    {proto::OpSpec::kGatedDelta, &FromGatedDelta},
 };
 
 std::string KindName(proto::OpSpec::KindCase kind) {
