@@ -68,13 +68,14 @@ std::pair<StageId, BufferId> Lookup(Template& t, const std::string& name, Tensor
 }
 
 // The literal index as a one-element Param, or the named operand: either way `P`, checked at run time below. A
-// literal the block cannot start at is refused with `outside`.
+// literal the block cannot start at is refused with `outside`. The Param's name carries the row: tensors unify by
+// name across a composition, so two literal writes of one table must not share it.
 absl::StatusOr<TensorId> FirstRow(Template& t, const proto::SetRowSpec& s, const std::vector<OperandRef>& ops,
                                   Precision ix, std::string_view outside) {
   if (s.index().kind_case() == proto::RowIndex::kLiteral) {
     const int64_t i = s.index().literal();
     if (i < 1 || i > s.rows() + 1 - s.count()) return NotLowered(outside);
-    return t.AddTensor(absl::StrCat(ops[0].name, "__block_first"), TensorRole::kParam, 1, 1, ix,
+    return t.AddTensor(absl::StrCat(ops[0].name, "__block_first_", i), TensorRole::kParam, 1, 1, ix,
                        TensorInit::Values({i}));
   }
   ASSIGN_OR_RETURN(TensorInit init, InitOf(ops[2].fill, 1));

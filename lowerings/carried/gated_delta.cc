@@ -94,14 +94,6 @@ absl::StatusOr<Composition> FlatGatedDelta(const proto::GatedDeltaSpec& spec, co
     w->set_float_(true);
     w->set_dense(false);
     ASSIGN_OR_RETURN(Composition merged, FromSetRow(write, target));
-    // The row write embeds its literal row as the Param "{table}__block_first"; tensors unify by name across the
-    // composition, so each row's must have a name of its own or every row would be written at the first's.
-    const std::string first = absl::StrCat(names.out, "__block_first");
-    for (Section& s : merged.sections) {
-      for (Tensor& t : s.tensors) {
-        if (t.name == first) t.name = absl::StrCat(first, r);
-      }
-    }
     parts.push_back(std::move(merged));
   }
   std::string name = parts.front().sections.front().name;
