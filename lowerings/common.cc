@@ -196,6 +196,13 @@ absl::Status CheckElements(std::string_view kind, std::string_view field, int64_
 
 absl::StatusOr<Composition> FinishSection(Template& t, std::string name, std::vector<WorkItem> items,
                                           Precision acc_precision, NumericsClaim claim, const Target& target) {
+  // A section computes into the accumulator at its acc precision; a target without one (Grayskull has no 32-bit
+  // Dst) cannot run it, so it is refused here rather than certified against a register that does not exist.
+  if (target.effective_acc_tiles(acc_precision, true) <= 0) {
+    return MissingPrecision(absl::StrCat("an ", std::string(PrecisionName(acc_precision)), " accumulator (Dst) for ",
+                                         name),
+                            target);
+  }
   const int64_t budget = RowBlockTiles(target);
   const Section& s = t.section();
   for (const Stage& st : s.stages) {

@@ -43,14 +43,14 @@ namespace {
 // tile, a one-tile page, and the row streams. The rule is about the row, not the op: one item while the row fits
 // the budget (place clones the program per site, so splitting a narrow row only multiplies stages).
 absl::StatusOr<Composition> BlockedUnaryMap(const std::string& name, const std::string& kind, Precision p,
-                                            const Body& body, const OperandRef& x, const std::string& out, int64_t n,
-                                            const Target& target) {
+                                            Precision in, const Body& body, const OperandRef& x,
+                                            const std::string& out, int64_t n, const Target& target) {
   const int64_t cols_t = TilesOf(n, target);
   Template t(target.tile_rows(), target.tile_cols());
   ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, n));
-  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, 1, n, p, std::move(init));
+  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, 1, n, in, std::move(init));
   TensorId yt = t.AddTensor(out, TensorRole::kOutput, 1, n, p, TensorInit::Zero());
-  BufferId xin = t.AddBuffer("in_x", 1, p);
+  BufferId xin = t.AddBuffer("in_x", 1, in);
   BufferId out_buf = t.AddBuffer("out", 1, p);
   StageId lx = t.AddLoad("load_x", xt, {{LoopVar::kItemX, 1}}, 1, xin);
   const int64_t w = t.PageWidth(1);
@@ -66,16 +66,17 @@ absl::StatusOr<Composition> BlockedUnaryMap(const std::string& name, const std::
 // A unary map over a MATRIX: the tensors keep their rows x cols, and every tile of the tile grid is one item mapped
 // over its full tile page — the tiling a matmul reads the same tensor in, so the two compose without a relayout.
 absl::StatusOr<Composition> MatrixUnaryMap(const std::string& name, const std::string& kind, Precision p,
-                                           const Body& body, const OperandRef& x, const std::string& out,
-                                           int64_t rows, int64_t cols, const Target& target) {
+                                           Precision in, const Body& body, const OperandRef& x,
+                                           const std::string& out, int64_t rows, int64_t cols,
+                                           const Target& target) {
   Template t(target.tile_rows(), target.tile_cols());
   ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, rows * cols));
-  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, rows, cols, p, std::move(init));
+  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, rows, cols, in, std::move(init));
   TensorId yt = t.AddTensor(out, TensorRole::kOutput, rows, cols, p, TensorInit::Zero());
   const int64_t rows_t = CeilDiv(rows, target.tile_rows());
   const int64_t cols_t = CeilDiv(cols, target.tile_cols());
   const std::vector<Term> steps = TileGridSteps(cols_t);
-  BufferId xin = t.AddBuffer("in_x", 1, p);
+  BufferId xin = t.AddBuffer("in_x", 1, in);
   BufferId out_buf = t.AddBuffer("out", 1, p);
   StageId lx = t.AddLoad("load_x", xt, steps, 1, xin);
   const int64_t w = target.tile_cols();
@@ -89,7 +90,8 @@ absl::StatusOr<Composition> MatrixUnaryMap(const std::string& name, const std::s
 
 // The checks every one-operand pointwise op shares, then the unary map over the spec's pointwise shape.
 absl::StatusOr<Composition> Pointwise(const proto::OpSpec& spec, const std::string& kind, Datapath dp,
-                                      int64_t n, const Body& body, const Target& target) {
+                                      int64_t n, const Body& body, const Target& target,
+                                      std::optional<Precision> in_precision = std::nullopt) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, kind, 1));
   RETURN_IF_ERROR(CheckElements(kind, "n", n));
   if (spec.shape_rows() < 0 || spec.shape_cols() < 0) {
@@ -97,20 +99,21 @@ absl::StatusOr<Composition> Pointwise(const proto::OpSpec& spec, const std::stri
                                                    spec.shape_cols(), ")"));
   }
   auto [rows, cols] = PointwiseShape(spec.shape_rows(), spec.shape_cols(), n);
-  return UnaryMap(kind, kind, dp, body, ops[0], spec.out(), rows, cols, target);
+  return UnaryMap(kind, kind, dp, body, ops[0], spec.out(), rows, cols, target, in_precision);
 }
 
 }  // namespace
 
 absl::StatusOr<Composition> UnaryMap(const std::string& name, const std::string& kind, Datapath dp, const Body& body,
                                      const OperandRef& x, const std::string& out, int64_t rows, int64_t n,
-                                     const Target& target) {
+                                     const Target& target, std::optional<Precision> in_precision) {
   ASSIGN_OR_RETURN(Precision p, DatapathPrecision(dp, target));
-  if (rows > 1) return MatrixUnaryMap(name, kind, p, body, x, out, rows, n, target);
+  const Precision in = in_precision.value_or(p);
+  if (rows > 1) return MatrixUnaryMap(name, kind, p, in, body, x, out, rows, n, target);
   const int64_t cols_t = TilesOf(n, target);
-  if (cols_t > RowBlockTiles(target)) return BlockedUnaryMap(name, kind, p, body, x, out, n, target);
+  if (cols_t > RowBlockTiles(target)) return BlockedUnaryMap(name, kind, p, in, body, x, out, n, target);
   FlatBuild b = FlatBuild::At(p, target);
-  ASSIGN_OR_RETURN(BufferId xin, b.Input(x.name, n, x.fill));
+  ASSIGN_OR_RETURN(BufferId xin, b.InputPaged(x.name, n, x.fill, in, 2));
   BufferId out_buf = b.t().AddBuffer("out", cols_t, p);
   const int64_t w = b.t().PageWidth(cols_t);
   StageId s = b.Compute(kind, FlatSpace(n), {Slot{xin, At(0)}}, IdentMap(w), body, out_buf);
@@ -160,7 +163,20 @@ absl::StatusOr<Composition> FromIntRequant(const proto::OpSpec& spec, const Targ
     return NotLowered(absl::StrCat("an int requant by a shift outside [0, 62] (", r.s(), ")"));
   }
   Body body = Shr(Mul(Op(0), Const(static_cast<double>(r.m()))), r.s());
-  return Pointwise(spec, "int_requant", Datapath::kInt, r.n(), body, target);
+  // The exact product x·M is formed on the integer datapath, which wraps past its width: the input is stored in
+  // the narrowest integer the target holds whose every value times |M| still fits (an int8 model's activations
+  // are int8), so no input can overflow the product — and the certifier can prove it. None: refused, never a
+  // program that wraps silently.
+  ASSIGN_OR_RETURN(Precision dp, DatapathPrecision(Datapath::kInt, target));
+  const double m = std::fabs(static_cast<double>(r.m()));
+  for (Precision in : {Precision::kInt8, Precision::kInt16, Precision::kInt32}) {
+    if (!target.supports_storage(in) || *IntBits(in) > *IntBits(dp)) continue;
+    if (static_cast<double>(IntMax(in)) * m + 1.0 <= static_cast<double>(IntMax(dp))) {
+      return Pointwise(spec, "int_requant", Datapath::kInt, r.n(), body, target, in);
+    }
+  }
+  return NotLowered(absl::StrCat("an int requant whose product x*M (M = ", r.m(),
+                                 ") leaves the integer datapath even for int8 inputs"));
 }
 
 absl::StatusOr<Composition> FromIntClamp(const proto::OpSpec& spec, const Target& target) {

@@ -4,6 +4,7 @@
 #ifndef LOWERINGS_ELEMENTWISE_H_
 #define LOWERINGS_ELEMENTWISE_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,10 +33,11 @@ Body DecayExpr(Body ar, Body dt, Body al);
 // ── The unary map ──
 // y = body(x) over a rows x n tensor; `body` reads x as Operand(0). rows > 1: the matrix form, one item per tile,
 // section "{name}_{rows}x{n}". A row wider than RowBlockTiles: one item per tile, "{name}_{n}". Otherwise one
-// whole-row item, "{name}_{n}". The stage is named `kind`.
+// whole-row item, "{name}_{n}". The stage is named `kind`. `in_precision`, when given, is the precision x is
+// stored in (narrower than the datapath: it bounds x, so the certifier can prove integer products fit).
 absl::StatusOr<Composition> UnaryMap(const std::string& name, const std::string& kind, Datapath dp, const Body& body,
                                      const OperandRef& x, const std::string& out, int64_t rows, int64_t n,
-                                     const Target& target);
+                                     const Target& target, std::optional<Precision> in_precision = std::nullopt);
 
 // ── The lowerings (operands in the seed's order; the result is OpSpec.out) ──
 absl::StatusOr<Composition> FromSilu(const proto::OpSpec& spec, const Target& target);
