@@ -63,8 +63,8 @@ std::vector<DemoOp> DemoOps() {
     op.spec.set_out("act");
     op.spec.add_operands()->set_name("gate");
     op.spec.mutable_silu()->set_n(kQwen3MlpWidth);
-    // bf16 input and output roundings plus the accurate exp_21f / Newton reciprocal inside the SFPU sigmoid.
-    op.tolerance = 8e-3;
+    // The accurate exp_21f and Newton reciprocal of the SFPU sigmoid in fp32, one pack to bf16 (~1.4e-3 measured).
+    op.tolerance = 4e-3;
     ops.push_back(std::move(op));
   }
   {
@@ -78,8 +78,9 @@ std::vector<DemoOp> DemoOps() {
     op.spec.mutable_matmul()->set_m(kPrefillTokens);
     op.spec.mutable_matmul()->set_k(kQwen3Hidden);
     op.spec.mutable_matmul()->set_n(kQwen3MlpWidth);
-    // bf16 operands at HiFi2 into an fp32 Dst, one bf16 pack of the result.
-    op.tolerance = 1.6e-2;
+    // bf16 operands at HiFi2 (the left operand's last mantissa bit dropped) into an fp32 Dst, one pack to bf16
+    // (~4e-3 measured, independent of k).
+    op.tolerance = 1e-2;
     ops.push_back(std::move(op));
   }
   return ops;
@@ -130,7 +131,8 @@ DemoRow RunOne(const DemoOp& op, const Target& target, uint64_t seed, const std:
   DemoRow row;
   absl::StatusOr<Composition> c = Lower(op.spec, target);
   if (!c.ok()) {
-    row.failures.push_back(absl::StrCat(IsRefusal(c.status()) ? "refused: " : "lowering failed: ", c.status().message()));
+    row.failures.push_back(
+        absl::StrCat(IsRefusal(c.status()) ? "refused: " : "lowering failed: ", c.status().message()));
     return row;
   }
   if (absl::Status st = ValidateComposition(*c); !st.ok()) {
@@ -146,7 +148,11 @@ DemoRow RunOne(const DemoOp& op, const Target& target, uint64_t seed, const std:
     row.failures.push_back(absl::StrCat("certify: ", FormatDiagnostic(d, c->name)));
   }
 
-  const TensorMap inputs = RandomInputs(CompositionInputs(*c), seed);
+  // Seeded inputs, stored at their tensors' precisions (bf16) as the layer before would have stored them: the VM,
+  // the reference and the simulator all start from the same values.
+  std::unique_ptr<ValueModel> model = MakeTargetModel(target);
+  TensorMap inputs = RandomInputs(CompositionInputs(*c), seed);
+  for (auto& [name, t] : inputs) model->StoreRound(t.precision, t.values.data(), static_cast<int64_t>(t.values.size()));
   absl::StatusOr<TensorMap> vm = RunComposition(*c, target.tile_rows(), target.tile_cols(), inputs);
   absl::StatusOr<TensorMap> ref = ReferenceOp(op.spec, inputs);
   if (!vm.ok()) {
@@ -165,7 +171,6 @@ DemoRow RunOne(const DemoOp& op, const Target& target, uint64_t seed, const std:
     }
   }
 
-  std::unique_ptr<ValueModel> model = MakeTargetModel(target);
   SimOptions so;
   so.model = model.get();
   so.compare_vm = true;
@@ -188,7 +193,8 @@ DemoRow RunOne(const DemoOp& op, const Target& target, uint64_t seed, const std:
                                              e.mismatched_nans() > 0 ? " (NaN on one side only)" : ""));
     }
   }
-  if (row.rel_l2 < 0) row.failures.push_back(absl::StrCat("the simulation reported no error for '", op.spec.out(), "'"));
+  if (row.rel_l2 < 0)
+    row.failures.push_back(absl::StrCat("the simulation reported no error for '", op.spec.out(), "'"));
   return row;
 }
 
@@ -210,7 +216,7 @@ double MatrixBusy(const proto::SimReport& r) {
 std::string Line(const std::vector<std::string>& cells, const std::vector<size_t>& widths) {
   std::string s = " ";
   for (size_t i = 0; i < cells.size(); ++i) {
-    absl::StrAppend(&s, " ", cells[i]);
+    absl::StrAppend(&s, "  ", cells[i]);
     if (i + 1 < cells.size()) s.append(widths[i] > cells[i].size() ? widths[i] - cells[i].size() : 0, ' ');
   }
   return s + "\n";
@@ -220,7 +226,8 @@ int RunDemo(const cli::ParsedArgs& args) {
   const std::string cmd = "demo";
   uint64_t seed = 1;
   if (args.Has("seed") && !absl::SimpleAtoi(args.Get("seed"), &seed)) {
-    return cli::UsageError(std::cerr, cmd, absl::StrCat("--seed needs a non-negative integer, got '", args.Get("seed"), "'"));
+    return cli::UsageError(std::cerr, cmd,
+                           absl::StrCat("--seed needs a non-negative integer, got '", args.Get("seed"), "'"));
   }
   int exit_code = cli::kExitOk;
   std::optional<Target> target = LoadTargetOrReport(args.Get("target", "wormhole_n150"), cmd, &exit_code);
@@ -236,12 +243,12 @@ int RunDemo(const cli::ParsedArgs& args) {
   const proto::Target& tp = target->proto();
   std::string out = absl::StrFormat(
       "spatial demo: Qwen3-0.6B ops at their real shapes on %s (tile %dx%d, %dx%d sites, %.3g GHz, %s matmul), "
-      "inputs uniform in [-2, 2) seeded with %d\n\n",
+      "bf16 inputs uniform in [-2, 2) seeded with %d\n\n",
       target->name(), target->tile_rows(), target->tile_cols(), target->grid_y(), target->grid_x(),
       tp.clock_hz() / 1e9, proto::Fidelity_Name(tp.numerics().fidelity()), seed);
-  const std::vector<std::string> head = {"op",        "shape",  "sections/stages/items", "footprint/site",
-                                         "certified", "VM vs f64 ref", "cycles", "time", "roofline",
-                                         "matrix util", "bf16 rel L2 vs VM (tol)", "result"};
+  const std::vector<std::string> head = {"op",        "shape",     "sect/stages/items", "footprint/site",
+                                         "certified", "VM vs ref", "cycles",            "time",
+                                         "roofline",  "matrix",    "bf16 vs VM (tol)",  "result"};
   std::vector<std::vector<std::string>> table = {head};
   for (size_t i = 0; i < ops.size(); ++i) {
     const DemoOp& op = ops[i];
@@ -287,9 +294,10 @@ int RunDemo(const cli::ParsedArgs& args) {
     for (const std::string& f : r.failures) absl::StrAppend(&out, "    FAIL: ", f, "\n");
   }
   absl::StrAppendFormat(&out,
-                        "\nVM vs f64 ref: max |vm - ref| / max(|ref|, 1), must be <= %.0e. bf16 rel L2: "
-                        "||sim - vm|| / ||vm|| of the simulated\nresult under the target's numerics against the "
-                        "exact VM. %s in %.1f s.\n",
+                        "\nVM vs ref: the f64 VM against the op's f64 reference, max |vm - ref| / max(|ref|, 1), "
+                        "at most %.0e.\nbf16 vs VM: the simulated result under the target's numerics against the "
+                        "exact VM, ||sim - vm|| / ||vm||.\nroofline: the share of the target's compute or DRAM "
+                        "bound reached; matrix: the matrix engines' busy share.\n%s in %.1f s.\n",
                         kVmTolerance, all ? "All checks passed" : "Some checks FAILED", wall);
   std::cout << out;
   return all ? cli::kExitOk : cli::kExitFailed;
