@@ -282,6 +282,48 @@ TEST_F(SpatialCli, InvalidProgramIsRejectedBeforeRunning) {
   }
 }
 
+// certify: a lowered program certifies (exit 0) and writes its certificate; the same program with a load moved
+// past its tensor fails with the INDEX_OUT_OF_RANGE diagnostic (exit 1); an unreadable file is bad input (2).
+TEST_F(SpatialCli, CertifyAcceptsAndRejects) {
+  const std::string prog = LoweredSilu();
+  CliRun ok = Spatial("certify " + prog + " -o " + Path("cert.textproto"));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("certified on test_tiny"));
+  EXPECT_THAT(Slurp(Path("cert.textproto")), HasSubstr("certified: true"));
+
+  std::string text = Slurp(prog);
+  size_t at = text.find("origin {");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + 8, "\n base: 1000");
+  CliRun bad = Spatial("certify " + Write("fault.textproto", text));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("[INDEX_OUT_OF_RANGE]"));
+
+  CliRun missing = Spatial("certify " + Path("nope.textproto"));
+  EXPECT_EQ(missing.code, 2);
+}
+
+// simulate: cycles and the comparison against the VM, results as .npy, the report proto; a VM fault is exit 1.
+TEST_F(SpatialCli, SimulateReportsAndCompares) {
+  const std::string prog = LoweredSilu();
+  CliRun r = Spatial("simulate " + prog + " --random-inputs=1 --compare-vm --output-dir=" + Path("sim") +
+                     " --report=" + Path("report.textproto") + " --trace=" + Path("trace.json"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("cycles"));
+  EXPECT_TRUE(fs::exists(Path("sim/y.npy")));
+  EXPECT_TRUE(fs::exists(Path("sim/inputs/x.npy")));
+  EXPECT_THAT(Slurp(Path("report.textproto")), HasSubstr("total_cycles:"));
+  EXPECT_THAT(Slurp(Path("trace.json")), HasSubstr("\"ph\":\"X\""));
+
+  std::string text = Slurp(prog);
+  size_t at = text.find("origin {");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + 8, "\n base: 1000");
+  CliRun fault = Spatial("simulate " + Write("fault.textproto", text) + " --random-inputs=1");
+  EXPECT_EQ(fault.code, 1);
+  EXPECT_THAT(fault.err, HasSubstr("TileOutOfRange"));
+}
+
 TEST_F(SpatialCli, DemoPasses) {
   CliRun r = Spatial("demo");
   EXPECT_EQ(r.code, 0) << r.err;
