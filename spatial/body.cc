@@ -39,6 +39,7 @@ std::string SfpuName(const SfpuKind& k) {
     case SfpuOp::kLn: return "ln";
     case SfpuOp::kRecip: return "recip";
     case SfpuOp::kSilu: return "silu";
+    case SfpuOp::kExpAccurate: return "exp_accurate";
     case SfpuOp::kRsqrt: return absl::StrCat("rsqrt{eps_nano=", k.eps_nano, ",over=", k.over, "}");
     case SfpuOp::kUnspecified: break;
   }

@@ -14,7 +14,8 @@
 namespace spatial {
 
 // Values match proto/program.proto's SfpuKind.
-enum class SfpuOp : uint8_t { kUnspecified = 0, kExp = 1, kLn = 2, kRecip = 3, kRsqrt = 4, kSilu = 5 };
+enum class SfpuOp : uint8_t { kUnspecified = 0, kExp = 1, kLn = 2, kRecip = 3, kRsqrt = 4, kSilu = 5,
+                              kExpAccurate = 6 };
 
 // A transform the vector engine computes. Rsqrt is 1/sqrt(x/over + eps_nano*1e-9): the divide by the row width
 // rides inside the transform (the seed measured a bf16 ulp when it did not).
@@ -27,6 +28,8 @@ struct SfpuKind {
   static SfpuKind Ln() { return {SfpuOp::kLn}; }
   static SfpuKind Recip() { return {SfpuOp::kRecip}; }
   static SfpuKind Silu() { return {SfpuOp::kSilu}; }
+  // exp by the target's accurate algorithm whatever its approx mode (online-softmax rescale exp(m - m')).
+  static SfpuKind ExpAccurate() { return {SfpuOp::kExpAccurate}; }
   static SfpuKind Rsqrt(int64_t eps_nano, int64_t over) { return {SfpuOp::kRsqrt, eps_nano, over}; }
   friend bool operator==(const SfpuKind&, const SfpuKind&) = default;
 };

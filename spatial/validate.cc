@@ -319,7 +319,7 @@ class SectionChecker {
           RETURN_IF_ERROR(need(n->a, "a"));
           break;
         case BodyOp::kUnary:
-          if (n->sfpu.op < SfpuOp::kExp || n->sfpu.op > SfpuOp::kSilu) {
+          if (n->sfpu.op < SfpuOp::kExp || n->sfpu.op > SfpuOp::kExpAccurate) {
             return Bad(where, "generic.body",
                        absl::StrCat("unary of unknown sfpu kind ", static_cast<int>(n->sfpu.op)));
           }

@@ -207,10 +207,11 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   t.AddGeneric("new_max", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kCol, 2, IterKind::kReduceMax}},
                {m_run, m_blk, sc_in}, {PerRowMap(w1), PerRowMap(w1), ConstMap()}, PerRowMap(w1),
                Select(Pred::Lt(LoopVar::kCol, 1), Op(0), Op(1)), m_new);
-  // a[r] = e^(m[r] - m'[r]).
+  // a[r] = e^(m[r] - m'[r]), by the target's ACCURATE exp whatever its approx mode (as tt-metal's rescale): the
+  // fast exp has e^0 != 1 (0.9785 for Schraudolph), which would shrink the earlier blocks once per block.
   const BufferId alpha = t.AddScratchDeep("rescale", 1, 1, acc);
   t.AddGeneric("rescale", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
-               Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))), alpha);
+               Unary(SfpuKind::ExpAccurate(), Sub(Op(0), Op(1))), alpha);
   // P[r, j] = e^(S[r, j] - m'[r]) where live, exactly 0 where masked.
   const BufferId p_buf = t.AddScratchDeep("probs", 1, 1, acc);
   {

@@ -4,7 +4,8 @@
 // ★ AN ATTENTION HEAD NEVER FITS A SITE AT REAL LENGTH, SO IT STREAMS. Each block's scores S = Q*K^T*scale fold into a
 // running softmax that never leaves the site: m' = max(m, rowmax S), a = e^(m - m'), P = e^(S - m'),
 // s' = a*s + rowsum P, O' = a*O + P*V. The rescale is the identity e^(x-m) = e^(x-m')*e^(m-m'), so nothing is
-// approximated, and the epilogue's O / s is the attention. An item is a TILE of query rows of one head —
+// approximated (a is the target's accurate exp, ExpAccurate, even in approx mode: a fast e^0 != 1 would compound
+// over the blocks), and the epilogue's O / s is the attention. An item is a TILE of query rows of one head —
 // FlashAttention-2's outer loop; one row, for a decode step.
 //
 // ★ A BLOCK IS ONE TILE ROW OF THE CACHE. The cache is dense tiles, rows x (kvw*hd): block b of K/V head x is tile row

@@ -69,10 +69,13 @@ BodyCounts CountBody(const Body& body) {
 
 double SfpuCycles(const Target& target, const SfpuKind& k) {
   const auto& costs = target.proto().costs();
-  const bool approx = target.proto().numerics().approx_mode();
+  // ExpAccurate runs the target's exp in its accurate mode whatever the approx mode: costed as EXP, approx false.
+  const bool accurate_exp = k.op == SfpuOp::kExpAccurate;
+  const bool approx = !accurate_exp && target.proto().numerics().approx_mode();
+  const int kind = static_cast<int>(accurate_exp ? SfpuOp::kExp : k.op);
   std::optional<double> other_mode;
   for (const auto& e : costs.sfpu()) {
-    if (static_cast<int>(e.kind()) != static_cast<int>(k.op)) continue;
+    if (static_cast<int>(e.kind()) != kind) continue;
     if (e.approx() == approx) return e.cycles_per_tile();
     if (!other_mode) other_mode = e.cycles_per_tile();
   }

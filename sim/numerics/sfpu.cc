@@ -354,6 +354,7 @@ float EvalSfpu(const SfpuConfig& c, const SfpuKind& k, float x) {
         case proto::EXP_LEGACY_SQUARING: return Finish(c, ExpLegacySquaring(x), false);
         default: return Finish(c, ExpAccurateFp32(x), true);
       }
+    case SfpuOp::kExpAccurate: return Finish(c, AccurateExpFor(c, x), true);
     case SfpuOp::kLn: return Finish(c, LnFp32(x), true);
     case SfpuOp::kRecip: return Finish(c, Recip(c, x), c.recip != proto::RECIP_LEGACY_NEWTON);
     case SfpuOp::kRsqrt: {

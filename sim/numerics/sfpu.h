@@ -127,6 +127,8 @@ float SigmoidAccurate(const SfpuConfig& c, float x);
 
 // One transform of the closed algebra on an fp32 input, including the destination rounding (see file comment):
 //  - Exp, Recip, Silu by the configured algorithm;
+//  - ExpAccurate by the accurate exp for the destination (exp_21f for 16-bit, the fp32-accurate one for fp32),
+//    whatever the approx mode and the configured exp;
 //  - Rsqrt{eps, over} = rsqrt(x * fp32(1/over) + fp32(eps)) with the scale and epsilon in one SFPMAD;
 //  - Ln by LnFp32.
 // Kernels that round explicitly to bf16 (SFPSTOCHRND, ties away): exp_21f and the fp32-accurate exp, the Wormhole

@@ -42,7 +42,8 @@ inline double Silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 inline double Sfpu(const SfpuKind& k, double x) {
   switch (k.op) {
-    case SfpuOp::kExp: return std::exp(x);
+    case SfpuOp::kExp:
+    case SfpuOp::kExpAccurate: return std::exp(x);
     case SfpuOp::kLn: return std::log(x);
     case SfpuOp::kRecip: return 1.0 / x;
     case SfpuOp::kRsqrt: return Rsqrt(x, k.eps_nano, k.over);
