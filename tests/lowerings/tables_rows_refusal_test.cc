@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "lowerings/row_norms_blocked.h"
 #include "lowerings/softmax.h"
+#include "tests/lowerings/table_specs.h"
 #include "tests/lowerings/three_way.h"
 
 namespace spatial::testing {
@@ -18,44 +19,6 @@ Target Tiny(const std::function<void(proto::Target&)>& edit) {
   p.set_name("test_edited");
   edit(p);
   return Target(p);
-}
-
-proto::OpSpec Transpose(int64_t rows, int64_t cols, bool is_float = true) {
-  proto::OpSpec s = Spec({"x"});
-  s.mutable_transpose()->set_rows(rows);
-  s.mutable_transpose()->set_cols(cols);
-  s.mutable_transpose()->set_float_(is_float);
-  return s;
-}
-
-proto::OpSpec HeadSlice(int64_t every, int64_t from, int64_t width, int64_t n) {
-  proto::OpSpec s = Spec({"x"});
-  auto* h = s.mutable_head_slice();
-  h->set_every(every);
-  h->set_from(from);
-  h->set_width(width);
-  h->set_n(n);
-  return s;
-}
-
-proto::OpSpec Join(int64_t rows, int64_t heads, int64_t wa, int64_t wb) {
-  proto::OpSpec s = Spec({"a", "b"});
-  auto* j = s.mutable_join();
-  j->set_rows(rows);
-  j->set_heads(heads);
-  j->set_wa(wa);
-  j->set_wb(wb);
-  return s;
-}
-
-proto::OpSpec HeadMatmul(int64_t m, int64_t heads, int64_t a, int64_t b) {
-  proto::OpSpec s = Spec({"x", "w"});
-  auto* h = s.mutable_head_matmul();
-  h->set_m(m);
-  h->set_heads(heads);
-  h->set_a(a);
-  h->set_b(b);
-  return s;
 }
 
 proto::OpSpec L2(int64_t rows, int64_t cols, double eps = 1e-6) {
@@ -110,25 +73,25 @@ TEST(TablesRowsRefusalTest, TablesOfNothing) {
   EXPECT_EQ(RefusalOf(Join(1, 2, 4, 5), t), "NotLowered: a join whose widths do not divide among its heads");
   EXPECT_EQ(RefusalOf(Join(0, 2, 4, 4), t), "NotLowered: a join of nothing");
   EXPECT_EQ(RefusalOf(Join(2, 2, 0, 0), t), "NotLowered: a join of nothing");
-  EXPECT_EQ(RefusalOf(HeadMatmul(1, 2, 0, 4), t), "NotLowered: a per-head matmul of nothing");
-  EXPECT_EQ(RefusalOf(HeadMatmul(0, 2, 4, 4), t), "NotLowered: a per-head matmul of nothing");
-  EXPECT_EQ(RefusalOf(HeadMatmul(1, 2, 4, 0), t), "NotLowered: a per-head matmul of nothing");
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(1, 2, 0, 4), t), "NotLowered: a per-head matmul of nothing");
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(0, 2, 4, 4), t), "NotLowered: a per-head matmul of nothing");
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(1, 2, 4, 0), t), "NotLowered: a per-head matmul of nothing");
 }
 
 // The seed picks the tiled per-head matmul before it checks the tile: a non-square tile refuses, never falls back.
 TEST(TablesRowsRefusalTest, TiledHeadMatmulNeedsASquareTile) {
   Target wide = Tiny([](proto::Target& p) { p.mutable_tile()->set_rows(4); });
-  EXPECT_EQ(RefusalOf(HeadMatmul(1, 2, 8, 8), wide),
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(1, 2, 8, 8), wide),
             "NotLowered: a per-head matmul in tiles on a tile that is not square — a weight tile's rows are the "
             "input's elements");
-  EXPECT_TRUE(Lower(HeadMatmul(2, 2, 8, 8), wide).ok());  // two rows: the flat form, which does not care
+  EXPECT_TRUE(Lower(HeadMatmulSpec(2, 2, 8, 8), wide).ok());  // two rows: the flat form, which does not care
 }
 
 // A head's inputs and its weight column (a/8 tiles each, double-buffered) outgrow test_tiny's 88 KiB.
 TEST(TablesRowsRefusalTest, TiledHeadMatmulThatDoesNotFitASite) {
-  EXPECT_EQ(RefusalOf(HeadMatmul(1, 1, 2048, 8), Shipped("test_tiny")),
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(1, 1, 2048, 8), Shipped("test_tiny")),
             "NotLowered: a per-head matmul whose head's inputs and weight column do not fit a site");
-  EXPECT_TRUE(Lower(HeadMatmul(1, 1, 1024, 8), Shipped("test_tiny")).ok());
+  EXPECT_TRUE(Lower(HeadMatmulSpec(1, 1, 1024, 8), Shipped("test_tiny")).ok());
 }
 
 // ── Tables and heads: limits the seed leaves to downstream checks, stated ──
@@ -138,7 +101,7 @@ TEST(TablesRowsRefusalTest, FlatFormsWiderThanTheAccumulator) {
   EXPECT_EQ(RefusalOf(Transpose(3, 11), t),
             "AccTilesExceeded: stage 'transpose' of transpose_3x11 computes a page of 5 tiles; the accumulator holds "
             "4 fp32 tiles (target test_tiny)");
-  EXPECT_EQ(RefusalOf(HeadMatmul(2, 3, 5, 7), t),
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(2, 3, 5, 7), t),
             "AccTilesExceeded: stage 'head_matmul' of head_matmul_2x3x5x7 computes a page of 6 tiles; the "
             "accumulator holds 4 fp32 tiles (target test_tiny)");
 }
@@ -284,7 +247,7 @@ TEST(TablesRowsRefusalTest, NoFp32AccumulatorOnGrayskull) {
             "MissingPrecision: an fp32 accumulator (Dst) for a head slice (target grayskull_e150)");
   EXPECT_EQ(RefusalOf(Join(1, 1, 3, 5), g),
             "MissingPrecision: an fp32 accumulator (Dst) for a join (target grayskull_e150)");
-  EXPECT_EQ(RefusalOf(HeadMatmul(1, 2, 32, 32), g),
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(1, 2, 32, 32), g),
             "MissingPrecision: an fp32 accumulator (Dst) for a per-head matmul (target grayskull_e150)");
   EXPECT_EQ(RefusalOf(L2(2, 4), g),
             "MissingPrecision: an fp32 accumulator (Dst) for an l2 normalization (target grayskull_e150)");
@@ -306,8 +269,8 @@ TEST(TablesRowsRefusalTest, MissingDatapaths) {
   EXPECT_EQ(RefusalOf(HeadSlice(16, 0, 8, 32), no_float), missing);
   EXPECT_EQ(RefusalOf(Join(1, 1, 3, 5), no_float), missing);
   EXPECT_EQ(RefusalOf(Join(1, 1, 8, 8), no_float), missing);
-  EXPECT_EQ(RefusalOf(HeadMatmul(1, 2, 3, 4), no_float), missing);
-  EXPECT_EQ(RefusalOf(HeadMatmul(1, 2, 8, 8), no_float), missing);
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(1, 2, 3, 4), no_float), missing);
+  EXPECT_EQ(RefusalOf(HeadMatmulSpec(1, 2, 8, 8), no_float), missing);
   EXPECT_EQ(RefusalOf(L2(2, 4), no_float), missing);
   EXPECT_EQ(RefusalOf(Row(2, 4, proto::FusedRowSpec::RMS_NORM, false, false, false), no_float), missing);
   EXPECT_EQ(RefusalOf(Softmax(2, 4), no_float), missing);

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/lowerings/table_specs.h"
 #include "tests/lowerings/three_way.h"
 
 namespace spatial::testing {
@@ -29,14 +30,6 @@ void RunCases(const std::vector<Case>& cases, const Draw& draw, double tol, int 
     EXPECT_EQ(c.sections[0].name, k.section);
     EXPECT_EQ(c.sections[0].items.size(), k.items);
   }
-}
-
-proto::OpSpec Transpose(int64_t rows, int64_t cols, bool is_float) {
-  proto::OpSpec s = Spec({"x"});
-  s.mutable_transpose()->set_rows(rows);
-  s.mutable_transpose()->set_cols(cols);
-  s.mutable_transpose()->set_float_(is_float);
-  return s;
 }
 
 std::vector<Case> TransposeCases(bool is_float) {
@@ -80,16 +73,6 @@ TEST(TablesTest, TransposeBandsPerNewRow) {
   EXPECT_EQ(ints->sections[0].tensors[0].precision, Precision::kInt32);
 }
 
-proto::OpSpec HeadSlice(int64_t every, int64_t from, int64_t width, int64_t n) {
-  proto::OpSpec s = Spec({"x"});
-  auto* h = s.mutable_head_slice();
-  h->set_every(every);
-  h->set_from(from);
-  h->set_width(width);
-  h->set_n(n);
-  return s;
-}
-
 TEST(TablesTest, HeadSliceMatchesReference) {
   std::vector<Case> cases;
   auto flat = [&](const char* target, int64_t every, int64_t from, int64_t width, int64_t n, size_t items) {
@@ -130,16 +113,6 @@ TEST(TablesTest, HeadSliceMatchesReference) {
   // One row's worth: a single group.
   flat("wormhole_n150", 40, 5, 33, 40, 1);
   RunCases(cases, Reals(-50, 50), 0.0);
-}
-
-proto::OpSpec Join(int64_t rows, int64_t heads, int64_t wa, int64_t wb) {
-  proto::OpSpec s = Spec({"a", "b"});
-  auto* j = s.mutable_join();
-  j->set_rows(rows);
-  j->set_heads(heads);
-  j->set_wa(wa);
-  j->set_wb(wb);
-  return s;
 }
 
 TEST(TablesTest, JoinMatchesReference) {
@@ -199,12 +172,7 @@ TEST(TablesTest, TileJoinTables) {
 }
 
 proto::OpSpec HeadMatmul(int64_t m, int64_t heads, int64_t a, int64_t b) {
-  proto::OpSpec s = Spec({"x", "w"});
-  auto* h = s.mutable_head_matmul();
-  h->set_m(m);
-  h->set_heads(heads);
-  h->set_a(a);
-  h->set_b(b);
+  proto::OpSpec s = HeadMatmulSpec(m, heads, a, b);
   // W is an Input of the flat form and a Param of the tiled one: its fill gives the tiled form its values (the run
   // gives the flat form's), and the reference reads whichever the lowering used.
   auto* rp = s.mutable_operands(1)->mutable_fill()->mutable_real_pattern();
