@@ -19,12 +19,8 @@ Subcommand LowerCommand();
 Subcommand VmCommand();
 Subcommand InspectCommand();
 Subcommand DemoCommand();
-#ifdef HAVE_SPATIAL_SIM
 Subcommand SimulateCommand();
-#endif
-#ifdef HAVE_SPATIAL_CERTIFY
 Subcommand CertifyCommand();
-#endif
 
 }  // namespace spatial
 

@@ -11,18 +11,13 @@
 namespace spatial {
 namespace {
 
-// The dispatch table: one line per subcommand, in the order `spatial --help` lists them. `certify` and
-// `simulate` go after `lower` (guarded by HAVE_SPATIAL_CERTIFY / HAVE_SPATIAL_SIM, which tools/CMakeLists.txt
-// defines when those libraries exist).
+// The dispatch table: one line per subcommand, in the order `spatial --help` lists them (the pipeline's order:
+// lower, certify, simulate, then the VM and the readers).
 std::vector<Subcommand> Subcommands() {
   return {
       LowerCommand(),
-#ifdef HAVE_SPATIAL_CERTIFY
       CertifyCommand(),
-#endif
-#ifdef HAVE_SPATIAL_SIM
       SimulateCommand(),
-#endif
       VmCommand(),
       InspectCommand(),
       DemoCommand(),

@@ -298,7 +298,6 @@ TEST(GathersTest, MalformedSpecsAreErrors) {
   EXPECT_EQ(Lower(negative, tiny).status(), absl::InvalidArgumentError("row_gather.rows is negative (-4)"));
 }
 
-#ifdef SPATIAL_HAVE_CERTIFY
 // The certificate records each guard a named row passes, with the range it admits: the index held to [0, rows] before
 // it is decremented, the row checked in [0, rows), and the gather's offset in [0, rows·cols).
 TEST(GathersTest, CertificateRecordsTheGuards) {
@@ -316,7 +315,6 @@ TEST(GathersTest, CertificateRecordsTheGuards) {
   EXPECT_EQ(admitted["row_guarded"], std::make_pair(int64_t{0}, int64_t{4}));
   EXPECT_EQ(admitted["gather_row"], std::make_pair(int64_t{0}, int64_t{14}));
 }
-#endif
 
 TEST(GathersTest, ReferenceChecksItsIndex) {
   proto::OpSpec spec = RowGather(3, 2, 0, true, false);

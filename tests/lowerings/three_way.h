@@ -11,9 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/lowerings/harness.h"
 
-#ifdef SPATIAL_HAVE_CERTIFY
 #include "certify/certify.h"
-#endif
 
 namespace spatial::testing {
 
@@ -24,15 +22,10 @@ inline const std::vector<std::string>& ShippedTargets() {
 
 // Certifies `c` on `target`; every diagnostic is a test failure, printed GNU-style.
 inline void ExpectCertifies(const Composition& c, const Target& target) {
-#ifdef SPATIAL_HAVE_CERTIFY
   CertifyResult r = Certify(c, target);
   for (const proto::Diagnostic& d : r.diagnostics) {
     ADD_FAILURE() << "certify on " << target.name() << ": " << FormatDiagnostic(d, c.name);
   }
-#else
-  (void)c;
-  (void)target;
-#endif
 }
 
 // What happened to a spec on each shipped target.
