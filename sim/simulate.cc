@@ -11,30 +11,21 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "sim/machine/machine.h"
+#include "absl/strings/str_format.h"
 #include "sim/report/error_stats.h"
+#include "sim/report/svg.h"
 #include "sim/report/timeline.h"
+#include "sim/report/verdict.h"
 #include "sim/vm/vm.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
 namespace {
-
-// Every section that stores `name` claims Exact (an output nothing stores keeps its initial values: exact).
-bool ExactClaim(const Composition& c, const std::string& name) {
-  for (const Section& s : c.sections) {
-    const int t = s.FindTensor(name);
-    if (t < 0) continue;
-    for (const Stage& st : s.stages) {
-      const auto* store = std::get_if<Store>(&st.op);
-      if (store != nullptr && store->tensor == t && !s.claim.exact) return false;
-    }
-  }
-  return true;
-}
 
 // The value of flat element `elem` of a tensor: from the inputs (the value the run starts with), else the run's
 // final values (a tensor an earlier section produced), else its init.
@@ -92,20 +83,59 @@ absl::StatusOr<std::vector<int64_t>> FoldBlocks(const Composition& c, const Tens
   return blocks;
 }
 
+// A progress line on stderr that rewrites itself in place: silent for the first two seconds (short runs print
+// nothing) and at most four updates a second; cleared when the run ends so the report starts on a clean line.
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool on) : on_(on), start_(std::chrono::steady_clock::now()) {}
+  ~ProgressLine() {
+    if (shown_) std::fprintf(stderr, "\r%*s\r", static_cast<int>(width_), "");
+  }
+  void Update(const std::string& what) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    if (elapsed < 2.0 || (shown_ && std::chrono::duration<double>(now - last_).count() < 0.25)) return;
+    last_ = now;
+    const std::string line = absl::StrFormat("simulate: %s (%.0f s)", what, elapsed);
+    width_ = std::max(width_, line.size());
+    std::fprintf(stderr, "\r%-*s", static_cast<int>(width_), line.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  // A VmOptions::progress callback that names the pass.
+  std::function<void(int, int, int64_t, int64_t)> VmCallback(std::string pass) {
+    if (!on_) return nullptr;
+    return [this, pass](int section, int sections, int64_t item, int64_t items) {
+      Update(absl::StrFormat("%s: section %d/%d, item %d/%d", pass, section + 1, sections, item + 1, items));
+    };
+  }
+
+ private:
+  bool on_;
+  bool shown_ = false;
+  size_t width_ = 0;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
 // The whole simulation, in this process. Runs SystemC: callable once per process.
 absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& target, const TensorMap& inputs,
                                        const SimOptions& options) {
   SimResult result;
   TensorMap values;
   std::vector<proto::OutputError> errors;
+  ProgressLine progress(options.progress);
   if (!options.timing_only) {
     VmOptions vo;
     vo.model = options.model;
+    vo.progress = progress.VmCallback("values");
     ASSIGN_OR_RETURN(values, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, vo));
     TensorMap exact;
     const TensorMap* ref = &values;
     if (options.compare_vm && options.model != nullptr && !options.model->exact()) {
-      ASSIGN_OR_RETURN(exact, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, VmOptions{}));
+      VmOptions exact_options;
+      exact_options.progress = progress.VmCallback("exact VM");
+      ASSIGN_OR_RETURN(exact, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, exact_options));
       ref = &exact;
     }
     for (const Tensor& t : CompositionResults(c)) {
@@ -115,7 +145,7 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
       if (!options.compare_vm) continue;
       auto r = ref->find(t.name);
       if (r == ref->end()) continue;
-      const bool exact_claim = ExactClaim(c, t.name);
+      const bool exact_claim = ExactLineage(c, t.name);
       auto tol = options.tolerance.find(t.name);
       errors.push_back(CompareTensor(t.name, it->second, r->second,
                                      tol != options.tolerance.end() ? tol->second : DefaultTolerance(exact_claim),
@@ -124,7 +154,8 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
   }
   MachineOptions mo;
   ASSIGN_OR_RETURN(mo.blocks_per_section, FoldBlocks(c, values, inputs));
-  mo.record_spans = !options.trace_path.empty() || !options.vcd_path.empty();
+  mo.record_spans = !options.trace_path.empty() || !options.vcd_path.empty() || !options.svg_path.empty();
+  progress.Update("timing on the machine model");
   ASSIGN_OR_RETURN(MachineResult m, RunMachine(c, target, mo));
   result.report = std::move(m.report);
   result.report.set_timing_only(options.timing_only);
@@ -136,6 +167,8 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
   if (!options.vcd_path.empty()) {
     RETURN_IF_ERROR(WriteVcd(options.vcd_path, m.timeline, m.spans, options.vcd_window_cycles));
   }
+  *result.report.mutable_verdict() = ComputeVerdict(result.report);
+  if (!options.svg_path.empty()) RETURN_IF_ERROR(WriteSvg(options.svg_path, m.timeline, m.spans, result.report));
   return result;
 }
 
@@ -200,6 +233,30 @@ absl::StatusOr<SimResult> FromOutcome(const proto::SimOutcome& o) {
 }
 
 }  // namespace
+
+bool ExactLineage(const Composition& c, const std::string& name) {
+  // One forward pass in section order: a section taints what it stores when it is approximate or loads a tainted
+  // tensor. A section that re-stores a tensor it also loads keeps the taint (the old values may survive).
+  std::set<std::string> approx;
+  for (const Section& s : c.sections) {
+    bool taints = !s.claim.exact;
+    for (const Stage& st : s.stages) {
+      const auto* load = std::get_if<Load>(&st.op);
+      if (load != nullptr && load->tensor >= 0 && load->tensor < static_cast<int>(s.tensors.size()) &&
+          approx.count(s.tensors[load->tensor].name)) {
+        taints = true;
+      }
+    }
+    if (!taints) continue;
+    for (const Stage& st : s.stages) {
+      const auto* store = std::get_if<Store>(&st.op);
+      if (store != nullptr && store->tensor >= 0 && store->tensor < static_cast<int>(s.tensors.size())) {
+        approx.insert(s.tensors[store->tensor].name);
+      }
+    }
+  }
+  return approx.count(name) == 0;
+}
 
 absl::StatusOr<SimResult> Simulate(const Composition& c, const Target& target, const TensorMap& inputs,
                                    const SimOptions& options) {

@@ -30,10 +30,15 @@ struct SimOptions {
   bool compare_vm = false;
   std::string trace_path;  // Chrome-trace JSON of every engine's stage invocations; empty: none
   std::string vcd_path;    // VCD of engine busy wires; empty: none
+  std::string svg_path;    // an SVG of per-site engine occupancy and per-section cycles; empty: none
+  // Print a progress line (one that updates in place) to stderr while the run is long: the VM's section and
+  // item, then the timing run. For terminals; callers decide (the CLI: stderr is a terminal and not --quiet).
+  bool progress = false;
   int64_t vcd_window_cycles = 0;  // the VCD covers [0, window); 0: the whole run
   const ValueModel* model = nullptr;  // numerics; nullptr = exact f64
   // Relative-L2 tolerance per output for compare_vm; missing outputs get DefaultTolerance of their claim
-  // (sim/report/error_stats.h: 0 for Exact, 2^-5 for Approx).
+  // (sim/report/error_stats.h: 0 for Exact, 2^-5 for Approx), where an output is Exact only if every section on
+  // its way from the run's inputs is (ExactLineage).
   std::map<std::string, double> tolerance;
   int timeout_seconds = 600;  // <= 0: none
 };
@@ -42,6 +47,11 @@ struct SimResult {
   TensorMap outputs;  // every Output and State tensor of the composition (empty with timing_only)
   proto::SimReport report;
 };
+
+// Whether tensor `name`'s values are exact functions of the run's inputs: every section that stores it claims Exact
+// and loads only tensors that are themselves exact (an exact relayout of an approximate attention output is
+// approximate). Inputs, Params and anything no section stores are exact.
+bool ExactLineage(const Composition& c, const std::string& name);
 
 // Errors: the VM's faults unchanged (their message starts with the fault's code); "Deadlock: ..." when the FIFO
 // protocol cannot progress; DeadlineExceeded on timeout; Internal when the simulation process dies.

@@ -1,5 +1,6 @@
 #include "spatial/proto_file.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -11,6 +12,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace spatial {
 namespace {
@@ -39,6 +41,19 @@ class Collector : public google::protobuf::io::ErrorCollector {
 ProtoFormat FormatOf(std::string_view path) {
   absl::string_view p(path.data(), path.size());
   if (absl::EndsWith(p, ".binpb") || absl::EndsWith(p, ".pb")) return ProtoFormat::kBinary;
+  if (absl::EndsWith(p, ".json")) return ProtoFormat::kJson;
+  return ProtoFormat::kText;
+}
+
+ProtoFormat DetectFormat(std::string_view data) {
+  size_t i = 0;
+  while (i < data.size() && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r')) ++i;
+  if (i < data.size() && data[i] == '{') return ProtoFormat::kJson;  // a text proto never opens with a brace
+  // Text format is printable UTF-8; the wire format opens with a field tag and carries raw varints and lengths.
+  // Any control byte other than white space means binary.
+  for (unsigned char ch : data) {
+    if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r' && ch != '\f' && ch != '\v') return ProtoFormat::kBinary;
+  }
   return ProtoFormat::kText;
 }
 
@@ -48,6 +63,10 @@ absl::Status ReadFileToString(const std::string& path, std::string* out) {
     ss << std::cin.rdbuf();
     *out = ss.str();
   } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": error: is a directory, not a file"));
+    }
     std::ifstream f(path, std::ios::binary);
     if (!f) return absl::NotFoundError(absl::StrCat(path, ": error: cannot open file"));
     f.seekg(0, std::ios::end);
@@ -108,6 +127,24 @@ absl::Status ParseBinaryProto(std::string_view bytes, const std::string& filenam
     return absl::InvalidArgumentError(
         absl::StrCat(filename, ": error: not a valid binary ", msg->GetTypeName(), " (malformed or truncated)"));
   }
+  // The text parser rejects unknown fields; the wire parser keeps them. Reject them here too, so a file means the
+  // same in either format (and a misspelled or future field is never silently ignored).
+  if (std::string where = UnknownFieldPath(*msg); !where.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(filename, ": error: unknown field in binary ", msg->GetTypeName(),
+                                                   " at ", where));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseJsonProto(std::string_view json, const std::string& filename, google::protobuf::Message* msg) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto st = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), msg, options);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(filename, ": error: not a valid JSON ", msg->GetTypeName(), ": ", st.message().as_string()));
+  }
   return absl::OkStatus();
 }
 
@@ -115,17 +152,54 @@ absl::Status ReadProtoFile(const std::string& path, google::protobuf::Message* m
   std::string data;
   if (absl::Status s = ReadFileToString(path, &data); !s.ok()) return s;
   std::string name = path == "-" ? "<stdin>" : path;
-  if (FormatOf(path) == ProtoFormat::kBinary) return ParseBinaryProto(data, name, msg);
+  switch (path == "-" ? DetectFormat(data) : FormatOf(path)) {
+    case ProtoFormat::kBinary: return ParseBinaryProto(data, name, msg);
+    case ProtoFormat::kJson: return ParseJsonProto(data, name, msg);
+    case ProtoFormat::kText: break;
+  }
   return ParseTextProto(data, name, msg);
 }
 
 absl::Status WriteProtoFile(const std::string& path, const google::protobuf::Message& msg, bool binary) {
-  if (binary || FormatOf(path) == ProtoFormat::kBinary) {
+  const ProtoFormat format = binary ? ProtoFormat::kBinary : FormatOf(path);
+  if (format == ProtoFormat::kBinary) {
     std::string out;
     if (!msg.SerializeToString(&out)) return absl::InternalError("cannot serialize " + msg.GetTypeName());
     return WriteStringToFile(path, out);
   }
+  if (format == ProtoFormat::kJson) {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    std::string out;
+    const auto st = google::protobuf::util::MessageToJsonString(msg, &out, options);
+    if (!st.ok()) return absl::InternalError(absl::StrCat("cannot write JSON: ", st.message().as_string()));
+    return WriteStringToFile(path, out);
+  }
   return WriteStringToFile(path, ToTextProto(msg));
+}
+
+std::string UnknownFieldPath(const google::protobuf::Message& msg) {
+  const google::protobuf::Reflection* r = msg.GetReflection();
+  if (!r->GetUnknownFields(msg).empty()) {
+    return absl::StrCat(msg.GetDescriptor()->name(), " (field number ", r->GetUnknownFields(msg).field(0).number(),
+                        ")");
+  }
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(msg, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (f->is_repeated()) {
+      for (int i = 0; i < r->FieldSize(msg, f); ++i) {
+        std::string inner = UnknownFieldPath(r->GetRepeatedMessage(msg, f, i));
+        if (!inner.empty()) return absl::StrCat(f->name(), "[", i, "].", inner);
+      }
+    } else {
+      std::string inner = UnknownFieldPath(r->GetMessage(msg, f));
+      if (!inner.empty()) return absl::StrCat(f->name(), ".", inner);
+    }
+  }
+  return "";
 }
 
 std::string ToTextProto(const google::protobuf::Message& msg) {

@@ -1,6 +1,7 @@
 // Reading and writing protos from files with safe limits and GNU-style errors ("file:line:col: error: ...").
-// Format comes from the extension: .textproto/.txtpb/.pbtxt are text, .binpb/.pb binary; "-" is stdin/stdout
-// (text unless `binary`).
+// Format comes from the extension: .binpb/.pb binary, .json protobuf's JSON mapping, anything else (.textproto,
+// .txtpb, .pbtxt) text. "-" is stdin/stdout: read as whatever the bytes are (DetectFormat), written as text unless
+// `binary`.
 #ifndef SPATIAL_PROTO_FILE_H_
 #define SPATIAL_PROTO_FILE_H_
 
@@ -17,9 +18,12 @@ namespace spatial {
 inline constexpr int64_t kMaxProtoBytes = int64_t{256} << 20;
 inline constexpr int kMaxProtoDepth = 64;
 
-enum class ProtoFormat { kText, kBinary };
+enum class ProtoFormat { kText, kBinary, kJson };
 // From the extension; "-" and unknown extensions are text.
 ProtoFormat FormatOf(std::string_view path);
+// From the bytes (for stdin): JSON when the first non-blank character is '{', binary when any control byte other
+// than white space occurs, else text.
+ProtoFormat DetectFormat(std::string_view data);
 
 // Reads a whole file ("-": stdin). NotFound / InvalidArgument name the path.
 absl::Status ReadFileToString(const std::string& path, std::string* out);
@@ -31,6 +35,12 @@ absl::Status ParseTextProto(std::string_view text, const std::string& filename, 
                             google::protobuf::TextFormat::ParseInfoTree* info = nullptr);
 // Parses binary wire format within the limits; errors name the file.
 absl::Status ParseBinaryProto(std::string_view bytes, const std::string& filename, google::protobuf::Message* msg);
+
+// Parses protobuf's JSON mapping; unknown fields are errors.
+absl::Status ParseJsonProto(std::string_view json, const std::string& filename, google::protobuf::Message* msg);
+
+// The path of the first unknown field (kept by the wire parser) inside `msg`, or "" when there is none.
+std::string UnknownFieldPath(const google::protobuf::Message& msg);
 
 absl::Status ReadProtoFile(const std::string& path, google::protobuf::Message* msg);
 absl::Status WriteProtoFile(const std::string& path, const google::protobuf::Message& msg, bool binary = false);

@@ -4,14 +4,18 @@
 
 namespace spatial {
 
+bool IsRunInput(const Tensor& t) {
+  if (t.role == TensorRole::kInput) return true;
+  return (t.role == TensorRole::kState || t.role == TensorRole::kParam) && t.init.kind == TensorInit::Kind::kExternal;
+}
+
 std::vector<Tensor> CompositionInputs(const Composition& c) {
   std::vector<Tensor> out;
   std::set<std::string> seen;  // declared by an earlier section (as anything): not an input of the run
   for (const Section& s : c.sections) {
     for (const Tensor& t : s.tensors) {
       if (!seen.insert(t.name).second) continue;
-      bool external_state = t.role == TensorRole::kState && t.init.kind == TensorInit::Kind::kExternal;
-      if (t.role == TensorRole::kInput || external_state) out.push_back(t);
+      if (IsRunInput(t)) out.push_back(t);
     }
   }
   return out;

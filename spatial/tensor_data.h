@@ -25,8 +25,13 @@ struct TensorData {
 // Tensors by name. std::map: iteration order is deterministic.
 using TensorMap = std::map<std::string, TensorData>;
 
-// The tensors a run must be given: every Input tensor, and every State tensor whose init is External, that no
-// earlier section produces; first declaration wins, in section order.
+// Whether a run must be given this tensor's values: an Input, or a State or Param whose init is External (a KV
+// cache the caller holds, a weight the lowering did not embed). The one rule the VM, the simulator and the tools
+// share: such a tensor is never silently zeros.
+bool IsRunInput(const Tensor& t);
+
+// The tensors a run must be given (IsRunInput) that no earlier section produces; first declaration wins, in
+// section order.
 std::vector<Tensor> CompositionInputs(const Composition& c);
 // The tensors a run produces: every Output and State tensor, first declaration wins.
 std::vector<Tensor> CompositionResults(const Composition& c);

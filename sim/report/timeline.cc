@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 #include <memory>
 #include <tuple>
 
@@ -21,7 +22,15 @@ struct FileCloser {
 };
 using File = std::unique_ptr<FILE, FileCloser>;
 
+// "-" is stdout (through a duplicate of its descriptor, so closing the file leaves stdout open).
 absl::StatusOr<File> OpenForWrite(const std::string& path) {
+  if (path == "-") {
+    std::fflush(stdout);
+    const int fd = dup(STDOUT_FILENO);
+    File f(fd < 0 ? nullptr : fdopen(fd, "w"));
+    if (!f) return absl::NotFoundError(absl::StrCat("cannot write to stdout: ", std::strerror(errno)));
+    return f;
+  }
   File f(std::fopen(path.c_str(), "w"));
   if (!f) return absl::NotFoundError(absl::StrCat("cannot write '", path, "': ", std::strerror(errno)));
   return f;

@@ -68,7 +68,8 @@ struct CompiledSection {
 
 class Runner {
  public:
-  Runner(const Composition& c, TileShape tile, const ValueModel& model) : c_(c), tile_(tile), model_(model) {}
+  Runner(const Composition& c, TileShape tile, const ValueModel& model, const VmOptions& options)
+      : c_(c), tile_(tile), model_(model), progress_(options.progress) {}
 
   absl::StatusOr<TensorMap> Run(const TensorMap& inputs) {
     RETURN_IF_ERROR(UnifyTensors());
@@ -132,11 +133,6 @@ class Runner {
     return absl::OkStatus();
   }
 
-  static bool IsRunInput(const Tensor& t) {
-    return t.role == TensorRole::kInput ||
-           (t.role == TensorRole::kState && t.init.kind == TensorInit::Kind::kExternal);
-  }
-
   absl::Status InitTensors(const TensorMap& inputs) {
     for (const auto& [name, data] : inputs) {
       auto it = by_name_.find(name);
@@ -190,7 +186,7 @@ class Runner {
             }
             std::copy(init.float_values.begin(), init.float_values.end(), v.values.begin());
             break;
-          default: break;  // Zero; External on a tensor the run is not given reads as zeros
+          default: break;  // Zero (External is a run input, above)
         }
       }
       model_.StoreRound(t.precision, v.values.data(), static_cast<int64_t>(n));
@@ -399,6 +395,10 @@ class Runner {
       st.spare.assign(static_cast<size_t>(st.size), 0.0);
     }
     for (size_t item = 0; item < s.items.size(); ++item) {
+      if (progress_) {
+        progress_(si, static_cast<int>(sections_.size()), static_cast<int64_t>(item),
+                  static_cast<int64_t>(s.items.size()));
+      }
       for (BufferState& b : buffers_) b.written = false;
       Bindings vars{s.items[item].y, s.items[item].x, 0};
       for (int stage : cs.phase[0]) RETURN_IF_ERROR(RunStage(cs, static_cast<int64_t>(item), stage, vars));
@@ -461,6 +461,7 @@ class Runner {
   const Composition& c_;
   const TileShape tile_;
   const ValueModel& model_;
+  const std::function<void(int, int, int64_t, int64_t)>& progress_;
   std::map<std::string, int> by_name_;
   std::vector<TensorValue> tensors_;
   std::vector<CompiledSection> sections_;
@@ -478,7 +479,7 @@ absl::StatusOr<TensorMap> RunComposition(const Composition& c, int64_t tile_rows
     return vi::FaultStatus(vi::kBadProgram, "", absl::StrCat("tile shape ", tile_rows, "x", tile_cols));
   }
   const ValueModel& model = options.model != nullptr ? *options.model : ExactModel();
-  Runner runner(c, TileShape{tile_rows, tile_cols}, model);
+  Runner runner(c, TileShape{tile_rows, tile_cols}, model, options);
   return runner.Run(inputs);
 }
 

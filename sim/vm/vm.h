@@ -10,6 +10,7 @@
 #define SIM_VM_VM_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/statusor.h"
 #include "sim/vm/value_model.h"
@@ -21,11 +22,14 @@ namespace spatial {
 struct VmOptions {
   // How arithmetic rounds. nullptr = exact f64 (ExactModel()), the reference.
   const ValueModel* model = nullptr;
+  // Called before each work item runs, with the section and item it is at, so a long run can show progress.
+  // It must be cheap (it is called once per item); it never changes the run.
+  std::function<void(int section, int sections, int64_t item, int64_t items)> progress;
 };
 
 // Runs `c` on a TR x TC tile (callers pass the target's tile; the composition's own fields are not read).
-// `inputs` must hold exactly the run's inputs (spatial::CompositionInputs: every Input tensor and every State
-// tensor with External init, first declaration wins), each rows x cols. Returns EVERY tensor of the composition
+// `inputs` must hold exactly the run's inputs (spatial::CompositionInputs: every Input tensor and every State or
+// Param tensor with External init, first declaration wins), each rows x cols. Returns EVERY tensor of the composition
 // by name with its final values, logical row-major.
 absl::StatusOr<TensorMap> RunComposition(const Composition& c, int64_t tile_rows, int64_t tile_cols,
                                          const TensorMap& inputs, const VmOptions& options = {});
