@@ -44,8 +44,7 @@ class AccessPass {
       if (const auto* l = std::get_if<Load>(&st.op)) {
         const Tensor& t = s_.tensors[l->tensor];
         CheckTiles(i, l->tensor, l->pattern, "load");
-        // A loaded page holds tensor values and the zeros of tile padding.
-        Write(st.outs[0], Hull(ctx_.tensor_ranges.Get(t), Interval::Point(0)));
+        Write(st.outs[0], ctx_.tensor_ranges.PageRange(t));
       } else if (const auto* w = std::get_if<Store>(&st.op)) {
         CheckTiles(i, w->tensor, w->pattern, "store");
         stores_.emplace_back(w->tensor, ReadRange(st.ins[0], i));

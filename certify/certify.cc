@@ -14,7 +14,7 @@
 
 namespace spatial {
 
-CertifyResult Certify(const Composition& c, const Target& target) {
+CertifyResult Certify(const Composition& c, const Target& target, const CertifyOptions& options) {
   CertifyResult result;
   proto::Certificate& cert = result.certificate;
   cert.set_composition(c.name);
@@ -52,7 +52,9 @@ CertifyResult Certify(const Composition& c, const Target& target) {
     return result;
   }
 
-  certify::TensorRanges tensor_ranges;
+  absl::flat_hash_map<std::string, certify::Interval> given;
+  for (const auto& [name, r] : options.input_ranges) given[name] = certify::Interval::Of(r.first, r.second);
+  certify::TensorRanges tensor_ranges(std::move(given));
   int64_t stages = 0;
   for (int i = 0; i < static_cast<int>(c.sections.size()); ++i) {
     const Section& s = c.sections[i];

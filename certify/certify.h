@@ -9,7 +9,10 @@
 #ifndef CERTIFY_CERTIFY_H_
 #define CERTIFY_CERTIFY_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "proto/certificate.pb.h"
@@ -26,9 +29,17 @@ struct CertifyResult {
   bool ok() const { return diagnostics.empty(); }
 };
 
+struct CertifyOptions {
+  // Inclusive value ranges the run promises for some integer run inputs, by tensor name; the guards' proven
+  // ranges then start from them instead of the precision's whole range, and a page loaded from such an input is
+  // taken to hold only that range (its tile padding too). That is a question, not a proof: certify/admitted_inputs.h
+  // asks which values keep the guards that read an input in range. A certificate never rests on it.
+  std::map<std::string, std::pair<int64_t, int64_t>> input_ranges;
+};
+
 // Certifies `c` on `target`. Never crashes: a structurally invalid composition (spatial/validate.h) yields one
 // MALFORMED diagnostic and no further checks.
-CertifyResult Certify(const Composition& c, const Target& target);
+CertifyResult Certify(const Composition& c, const Target& target, const CertifyOptions& options = {});
 
 // Certifies a composition as read from the wire: a stage with no kind is OPEN_ALGEBRA, anything else
 // FromProto rejects is MALFORMED.

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "spatial/tensor_data.h"
+
 namespace spatial::certify {
 
 Interval PrecisionRange(Precision p) {
@@ -46,8 +48,16 @@ Interval InitRange(const Tensor& t) {
 
 Interval TensorRanges::Get(const Tensor& t) {
   auto [it, fresh] = ranges_.try_emplace(t.name);
-  if (fresh) it->second = InitRange(t);
+  if (fresh) {
+    auto g = given_.find(t.name);
+    it->second = g != given_.end() && IsRunInput(t) ? Meet(g->second, InitRange(t)) : InitRange(t);
+  }
   return IsInteger(t.precision) ? Meet(it->second, PrecisionRange(t.precision)) : Interval::Everything();
+}
+
+Interval TensorRanges::PageRange(const Tensor& t) {
+  if (given_.contains(t.name) && IsRunInput(t)) return Get(t);
+  return Hull(Get(t), Interval::Point(0));
 }
 
 void TensorRanges::AddStore(const Tensor& t, const Interval& r) {

@@ -1,0 +1,204 @@
+#include "certify/admitted_inputs.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "certify/certify.h"
+#include "spatial/tensor_data.h"
+
+namespace spatial {
+namespace {
+
+struct GuardState {
+  std::string key;  // "section/stage field"
+  int64_t lo = 0;
+  int64_t hi = -1;
+  int64_t admitted_lo = 0;  // what the check lets through: the program's constant
+  int64_t admitted_hi = -1;
+  bool holds = false;
+  bool operator==(const GuardState& o) const { return key == o.key && lo == o.lo && hi == o.hi; }
+};
+
+// Every guard of the composition, in certificate order, when `input` is promised to lie in [lo, hi]; nullopt when
+// the program does not certify under that promise.
+class GuardOracle {
+ public:
+  GuardOracle(const Composition& c, const Target& t) : c_(c), t_(t) {}
+
+  // `probe`: the guards as far as the checks got, even when the promise makes a check fail outright (a trip
+  // that admits no value of the probe): the probes only read how each guard moves with the input.
+  std::optional<std::vector<GuardState>> Guards(const std::string& input,
+                                                std::optional<std::pair<int64_t, int64_t>> r, bool probe = false) {
+    CertifyOptions options;
+    if (r) options.input_ranges[input] = *r;
+    CertifyResult result = Certify(c_, t_, options);
+    if (!result.ok() && !probe) return std::nullopt;
+    std::vector<GuardState> out;
+    for (const proto::SectionProof& s : result.certificate.sections()) {
+      for (const proto::Guard& g : s.guards()) {
+        out.push_back({absl::StrCat(s.name(), "/", g.stage().empty() ? "(section)" : g.stage(), " ", g.field()),
+                       g.proven().lo(), g.proven().hi(), g.admitted().lo(), g.admitted().hi(), g.always_holds()});
+      }
+    }
+    return out;
+  }
+
+ private:
+  const Composition& c_;
+  const Target& t_;
+};
+
+// Floor and ceiling of a / b for b != 0, in __int128 so no bound can overflow.
+__int128 FloorDiv(__int128 a, __int128 b) {
+  __int128 q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+__int128 CeilDiv(__int128 a, __int128 b) { return -FloorDiv(-a, b); }
+
+class Search {
+ public:
+  Search(GuardOracle& oracle, std::string input, const std::vector<int>& dependent)
+      : oracle_(oracle), input_(std::move(input)), dependent_(dependent) {}
+
+  // Every dependent guard always holds when the input lies in [lo, hi]. A guard that no value reaches (an empty
+  // proven range: its Select band is dead for these values, or an earlier guard already fails) never faults.
+  bool Holds(int64_t lo, int64_t hi) {
+    std::optional<std::vector<GuardState>> g = oracle_.Guards(input_, std::make_pair(lo, hi));
+    if (!g) return false;
+    for (int i : dependent_) {
+      if (i >= static_cast<int>(g->size())) return false;
+      const GuardState& s = (*g)[i];
+      if (!s.holds && s.lo <= s.hi) return false;
+    }
+    return true;
+  }
+
+  // The largest h in [good, limit] with Holds(lo, h), given Holds(lo, good). Monotone (a wider range proves no
+  // more), so: one step past `good` first (an exact affine solve stops there), then gallop, then bisect.
+  int64_t GrowHi(int64_t lo, int64_t good, int64_t limit) {
+    __int128 step = 1;
+    __int128 bad = static_cast<__int128>(limit) + 1;
+    while (good < limit) {
+      const int64_t next = static_cast<int64_t>(std::min<__int128>(static_cast<__int128>(good) + step, limit));
+      if (!Holds(lo, next)) {
+        bad = next;
+        break;
+      }
+      good = next;
+      step *= 2;
+    }
+    while (bad - good > 1) {
+      const int64_t mid = static_cast<int64_t>(good + (bad - good) / 2);
+      if (Holds(lo, mid)) {
+        good = mid;
+      } else {
+        bad = mid;
+      }
+    }
+    return good;
+  }
+  // The mirror: the smallest l in [limit, good] with Holds(l, hi), given Holds(good, hi).
+  int64_t GrowLo(int64_t hi, int64_t good, int64_t limit) {
+    __int128 step = 1;
+    __int128 bad = static_cast<__int128>(limit) - 1;
+    while (good > limit) {
+      const int64_t next = static_cast<int64_t>(std::max<__int128>(static_cast<__int128>(good) - step, limit));
+      if (!Holds(next, hi)) {
+        bad = next;
+        break;
+      }
+      good = next;
+      step *= 2;
+    }
+    while (good - bad > 1) {
+      const int64_t mid = static_cast<int64_t>(good - (good - bad) / 2);
+      if (Holds(mid, hi)) {
+        good = mid;
+      } else {
+        bad = mid;
+      }
+    }
+    return good;
+  }
+
+ private:
+  GuardOracle& oracle_;
+  std::string input_;
+  const std::vector<int>& dependent_;
+};
+
+}  // namespace
+
+std::vector<proto::AdmittedInput> AdmitInputs(const Composition& c, const Target& target) {
+  std::vector<proto::AdmittedInput> out;
+  GuardOracle oracle(c, target);
+  std::optional<std::vector<GuardState>> base = oracle.Guards("", std::nullopt);
+  if (!base) return out;
+  for (const Tensor& t : CompositionInputs(c)) {
+    if (!IsInteger(t.precision)) continue;
+    const int64_t full_lo = IntMin(t.precision), full_hi = IntMax(t.precision);
+    std::optional<std::vector<GuardState>> at0 =
+        oracle.Guards(t.name, std::make_pair(int64_t{0}, int64_t{0}), /*probe=*/true);
+    std::optional<std::vector<GuardState>> at1 =
+        oracle.Guards(t.name, std::make_pair(int64_t{1}, int64_t{1}), /*probe=*/true);
+    if (!at0 || !at1 || at0->size() != base->size() || at1->size() != base->size()) continue;
+    std::vector<int> dependent;
+    for (size_t i = 0; i < base->size(); ++i) {
+      if (!((*at0)[i] == (*base)[i]) || !((*at1)[i] == (*base)[i])) dependent.push_back(static_cast<int>(i));
+    }
+    if (dependent.empty()) continue;
+
+    // The affine probe: a guard that sees the input as the point a + b * v admits v in a solvable range.
+    __int128 lo = full_lo, hi = full_hi;
+    std::vector<std::string> bounded_by;
+    for (int i : dependent) {
+      const GuardState& g0 = (*at0)[i];
+      const GuardState& g1 = (*at1)[i];
+      if (g0.lo != g0.hi || g1.lo != g1.hi) continue;  // not a point (or empty): left to the bisection
+      const __int128 a = g0.lo, b = static_cast<__int128>(g1.lo) - g0.lo;
+      if (b == 0) continue;
+      const __int128 alo = g0.admitted_lo, ahi = g0.admitted_hi;
+      lo = std::max(lo, b > 0 ? CeilDiv(alo - a, b) : CeilDiv(ahi - a, b));
+      hi = std::min(hi, b > 0 ? FloorDiv(ahi - a, b) : FloorDiv(alo - a, b));
+    }
+    for (int i : dependent) bounded_by.push_back((*base)[i].key);
+
+    Search search(oracle, t.name, dependent);
+    std::optional<std::pair<int64_t, int64_t>> found;
+    std::optional<std::pair<int64_t, int64_t>> seed;
+    if (lo <= hi && search.Holds(static_cast<int64_t>(lo), static_cast<int64_t>(hi))) {
+      seed = std::make_pair(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
+    } else {
+      // Not affine (a clamp, a product, a guard behind a band): start from one feasible value.
+      const std::vector<__int128> tries = {lo, hi, lo + (hi - lo) / 2, 0, 1};
+      for (__int128 p : tries) {
+        if (p < full_lo || p > full_hi) continue;
+        const int64_t v = static_cast<int64_t>(p);
+        if (search.Holds(v, v)) {
+          seed = std::make_pair(v, v);
+          break;
+        }
+      }
+    }
+    if (seed) {
+      // Grow from the seed: the affine solve is exact for sums, but a floor division (a row's tile, pos / 32)
+      // admits more than its probe suggests.
+      const int64_t up = search.GrowHi(seed->first, seed->second, full_hi);
+      found = std::make_pair(search.GrowLo(up, seed->first, full_lo), up);
+    }
+    if (!found) continue;
+    proto::AdmittedInput& a = out.emplace_back();
+    a.set_tensor(t.name);
+    a.mutable_admitted()->set_lo(found->first);
+    a.mutable_admitted()->set_hi(found->second);
+    for (const std::string& k : bounded_by) a.add_guards(k);
+  }
+  return out;
+}
+
+}  // namespace spatial
