@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "certify/admitted_inputs.h"
 #include "certify/certify.h"
+#include "spatial/proto_io.h"
 #include "proto/program.pb.h"
 #include "spatial/proto_file.h"
 #include "tools/command_common.h"
@@ -27,15 +29,18 @@ int RunCertify(const cli::ParsedArgs& args) {
     cli::PrintError(std::cerr, where, st);
     return cli::kExitUsage;
   }
-  std::string target_name = args.Has("target") ? args.Get("target") : p.target();
-  if (target_name.empty()) {
-    return cli::UsageError(std::cerr, cmd, "the program names no target: give --target=NAME|FILE");
-  }
   int exit_code = cli::kExitOk;
-  std::optional<Target> target = LoadTargetOrReport(target_name, cmd, &exit_code);
+  std::optional<Target> target = ResolveTarget(p.target(), p.has_target_description() ? &p.target_description() : nullptr,
+                                               args, cmd, where, &exit_code);
   if (!target) return exit_code;
 
   CertifyResult r = CertifyProto(p, *target);
+  if (r.ok()) {
+    // What the run inputs may hold for no guard ever to fault: the certificate says so, and random inputs use it.
+    if (absl::StatusOr<Composition> c = FromProto(p); c.ok()) {
+      for (proto::AdmittedInput& a : AdmitInputs(*c, *target)) *r.certificate.add_admitted_inputs() = std::move(a);
+    }
+  }
   for (const proto::Diagnostic& d : r.diagnostics) std::cerr << FormatDiagnostic(d, where) << "\n";
   if (args.Has("o")) {
     if (absl::Status st = WriteProtoFile(args.Get("o"), r.certificate); !st.ok()) {
@@ -58,6 +63,10 @@ int RunCertify(const cli::ParsedArgs& args) {
                                    s.name(), s.footprint_bytes(), s.local_mem_bytes(), s.footprint_margin_bytes(),
                                    s.acc_tiles_used(), s.acc_tiles_capacity());
     }
+    for (const proto::AdmittedInput& a : r.certificate.admitted_inputs()) {
+      std::cout << absl::StrFormat("  run input %-30s admitted in [%d, %d] (%d guard(s))\n", a.tensor(),
+                                   a.admitted().lo(), a.admitted().hi(), a.guards_size());
+    }
   }
   return cli::kExitOk;
 }
@@ -72,8 +81,10 @@ Subcommand CertifyCommand() {
   s.min_positional = 1;
   s.max_positional = 1;
   s.flags = {
-      {"target", FlagSpec::Kind::kValue, "NAME|FILE", "the target (default: the one the program was lowered for)"},
-      {"o", FlagSpec::Kind::kValue, "CERT", "write the certificate (.textproto text, .binpb binary, '-' stdout)"},
+      {"target", FlagSpec::Kind::kValue, "NAME|FILE",
+       "for a program that records no target description: the target (else it must equal the recorded one)"},
+      {"o", FlagSpec::Kind::kValue, "CERT",
+       "write the certificate (.json JSON, .binpb binary, else text proto; '-' stdout)"},
       {"quiet", FlagSpec::Kind::kBool, "", "print nothing but diagnostics"},
   };
   s.description =

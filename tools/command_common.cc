@@ -1,11 +1,22 @@
 #include "tools/command_common.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "certify/admitted_inputs.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "sim/numerics/target_model.h"
+#include "spatial/proto_file.h"
 #include "spatial/proto_io.h"
 #include "spatial/validate.h"
 #include "targets/loader.h"
@@ -16,6 +27,8 @@
 
 namespace spatial {
 namespace {
+
+using google::protobuf::util::MessageDifferencer;
 
 std::string Describe(const Tensor& t) {
   return absl::StrCat("'", t.name, "' (", t.rows, "x", t.cols, " ", std::string(PrecisionName(t.precision)), ")");
@@ -54,19 +67,23 @@ absl::Status WriteAll(const std::filesystem::path& dir, const std::vector<std::p
 
 }  // namespace
 
-std::optional<Composition> LoadProgram(const std::string& path, int* exit_code) {
-  absl::StatusOr<Composition> c = ReadComposition(path);
-  if (!c.ok()) {
-    cli::PrintError(std::cerr, cli::DisplayName(path), c.status());
+std::optional<LoadedProgram> LoadProgram(const std::string& path, int* exit_code) {
+  proto::Composition p;
+  if (absl::Status st = ReadProtoFile(path, &p); !st.ok()) {
+    cli::PrintError(std::cerr, cli::DisplayName(path), st);
     *exit_code = cli::kExitUsage;
     return std::nullopt;
   }
-  if (absl::Status st = ValidateComposition(*c); !st.ok()) {
+  absl::StatusOr<Composition> c = FromProto(p);
+  absl::Status st = c.ok() ? ValidateComposition(*c) : c.status();
+  if (!st.ok()) {
     cli::PrintError(std::cerr, cli::DisplayName(path), absl::StrCat("invalid program: ", st.message()));
     *exit_code = cli::kExitFailed;
     return std::nullopt;
   }
-  return std::move(*c);
+  LoadedProgram out{std::move(*c), std::nullopt};
+  if (p.has_target_description()) out.recorded_target = p.target_description();
+  return out;
 }
 
 std::optional<Target> LoadTargetOrReport(const std::string& name_or_path, const std::string& command,
@@ -80,8 +97,104 @@ std::optional<Target> LoadTargetOrReport(const std::string& name_or_path, const 
   return std::move(*t);
 }
 
-std::optional<TensorMap> GatherInputs(const Composition& c, const cli::ParsedArgs& args, const std::string& cmd,
-                                      const std::string& where, int* exit_code) {
+std::optional<Target> ResolveTarget(const std::string& program_target, const proto::Target* recorded,
+                                    const cli::ParsedArgs& args, const std::string& cmd, const std::string& where,
+                                    int* exit_code) {
+  *exit_code = cli::kExitUsage;
+  std::optional<Target> given;
+  if (args.Has("target")) {
+    given = LoadTargetOrReport(args.Get("target"), cmd, exit_code);
+    if (!given) return std::nullopt;
+  }
+  if (recorded != nullptr) {
+    // The description travels with the program: it is checked like a target file, and a different --target
+    // would silently run another machine than the one the program was lowered (and its buffers sized) for.
+    if (absl::Status st = ValidateTarget(*recorded, absl::StrCat(where, " (target_description)")); !st.ok()) {
+      cli::PrintError(std::cerr, where, st);
+      return std::nullopt;
+    }
+    if (given) {
+      MessageDifferencer d;
+      std::string diff;
+      d.ReportDifferencesToString(&diff);
+      if (!d.Compare(*recorded, given->proto())) {
+        diff = diff.substr(0, diff.find('\n'));
+        cli::PrintError(std::cerr, where,
+                        absl::StrCat("--target=", args.Get("target"), " differs from the target description '",
+                                     recorded->name(), "' recorded in the program (", diff,
+                                     "); lower the op again for that target, or leave out --target"));
+        return std::nullopt;
+      }
+    }
+    *exit_code = cli::kExitOk;
+    return Target(*recorded);
+  }
+  if (given) {
+    *exit_code = cli::kExitOk;
+    return given;
+  }
+  if (program_target.empty()) {
+    cli::UsageError(std::cerr, cmd, "the program names no target: give --target=NAME|FILE");
+    return std::nullopt;
+  }
+  std::optional<Target> shipped = LoadTargetOrReport(program_target, cmd, exit_code);
+  if (shipped) *exit_code = cli::kExitOk;
+  return shipped;
+}
+
+std::vector<cli::FlagSpec> InputFlags() {
+  using cli::FlagSpec;
+  return {
+      {"input", FlagSpec::Kind::kRepeated, "NAME=FILE.npy|V[,V...]",
+       "value of the run input NAME: a .npy file, or a number or comma-separated numbers (pos=4096)"},
+      {"inputs-dir", FlagSpec::Kind::kValue, "DIR", "read every run input not given by --input from DIR/NAME.npy"},
+      {"random-inputs", FlagSpec::Kind::kValue, "SEED",
+       "fill the rest from SEED: floats uniform in [-2, 2), integers inside the range the certificate admits"},
+      {"zero-missing", FlagSpec::Kind::kBool, "", "run inputs still without a value read as zeros (said in the output)"},
+  };
+}
+
+namespace {
+
+// "4096" or "1,2,3": numbers given on the command line in place of a .npy file; nullopt when `text` is not that.
+std::optional<std::vector<double>> ParseNumberList(const std::string& text) {
+  std::vector<double> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    double v = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &v)) return std::nullopt;
+    out.push_back(v);
+  }
+  return out;
+}
+
+// One value given by --input: the .npy file or the literal numbers.
+absl::StatusOr<TensorData> InputValue(const Tensor& t, const std::string& file) {
+  if (std::optional<std::vector<double>> nums = ParseNumberList(file); nums && !std::filesystem::exists(file)) {
+    NpyArray a;
+    a.integer = std::all_of(nums->begin(), nums->end(), [](double v) { return std::floor(v) == v; });
+    a.descr = a.integer ? "<i8" : "<f8";
+    a.shape = {static_cast<int64_t>(nums->size())};
+    if (nums->size() == 1) a.shape.clear();  // a scalar
+    a.values = std::move(*nums);
+    if (t.rows * t.cols != static_cast<int64_t>(a.values.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("--input ", t.name, "=", file, ": ", a.values.size(),
+                                                     " value(s) for tensor '", t.name, "' of ", t.rows, "x", t.cols,
+                                                     " (give all ", t.rows * t.cols, ", or a .npy file)"));
+    }
+    if (a.shape.empty() && t.rows * t.cols == 1) return NpyToTensor(a, t, "--input " + t.name);
+    a.shape = {t.rows, t.cols};
+    return NpyToTensor(a, t, "--input " + t.name);
+  }
+  absl::StatusOr<NpyArray> a = ReadNpy(file);
+  if (!a.ok()) return a.status();
+  return NpyToTensor(*a, t, file);
+}
+
+}  // namespace
+
+std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target, const cli::ParsedArgs& args,
+                                      const std::string& cmd, const std::string& where,
+                                      std::vector<std::string>* notes, int* exit_code) {
   *exit_code = cli::kExitUsage;
   std::vector<Tensor> wanted = CompositionInputs(c);
   auto find = [&](const std::string& name) -> const Tensor* {
@@ -98,31 +211,44 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const cli::ParsedArg
   for (const std::string& spec : args.GetAll("input")) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      cli::UsageError(std::cerr, cmd, absl::StrCat("--input '", spec, "' is not NAME=FILE.npy"));
+      cli::UsageError(std::cerr, cmd, absl::StrCat("--input '", spec, "' is not NAME=FILE.npy or NAME=VALUE"));
       return std::nullopt;
     }
     std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
     const Tensor* t = find(name);
     if (t == nullptr) {
-      cli::UsageError(std::cerr, cmd, absl::StrCat("--input ", name, ": the program has no input tensor '", name,
-                                                   "' (its inputs: ", input_names, ")"));
+      cli::UsageError(std::cerr, cmd, absl::StrCat("--input ", name, ": the program has no run input '", name,
+                                                   "' (its run inputs: ", input_names, ")"));
       return std::nullopt;
     }
     if (inputs.count(name)) {
       cli::UsageError(std::cerr, cmd, absl::StrCat("--input ", name, " given twice"));
       return std::nullopt;
     }
-    absl::StatusOr<NpyArray> a = ReadNpy(file);
-    if (!a.ok()) {
-      cli::PrintError(std::cerr, file, a.status());
-      return std::nullopt;
-    }
-    absl::StatusOr<TensorData> d = NpyToTensor(*a, *t, file);
+    absl::StatusOr<TensorData> d = InputValue(*t, file);
     if (!d.ok()) {
       cli::PrintError(std::cerr, file, d.status());
       return std::nullopt;
     }
     inputs[name] = std::move(*d);
+  }
+  if (args.Has("inputs-dir")) {
+    const std::filesystem::path dir(args.Get("inputs-dir"));
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      cli::UsageError(std::cerr, cmd, absl::StrCat("--inputs-dir ", dir.string(), ": not a directory"));
+      return std::nullopt;
+    }
+    for (const Tensor& t : wanted) {
+      const std::filesystem::path file = dir / (FileStem(t.name) + ".npy");
+      if (inputs.count(t.name) || !std::filesystem::exists(file, ec)) continue;
+      absl::StatusOr<TensorData> d = InputValue(t, file.string());
+      if (!d.ok()) {
+        cli::PrintError(std::cerr, file.string(), d.status());
+        return std::nullopt;
+      }
+      inputs[t.name] = std::move(*d);
+    }
   }
   if (args.Has("random-inputs")) {
     uint64_t seed = 0;
@@ -132,16 +258,58 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const cli::ParsedArg
                                    args.Get("random-inputs"), "'"));
       return std::nullopt;
     }
+    std::map<std::string, std::pair<int64_t, int64_t>> admitted;
+    if (target != nullptr) {
+      for (const proto::AdmittedInput& a : AdmitInputs(c, *target)) {
+        admitted[a.tensor()] = {a.admitted().lo(), a.admitted().hi()};
+      }
+    }
     for (const Tensor& t : wanted) {
-      if (!inputs.count(t.name)) inputs[t.name] = RandomTensor(t, seed);
+      if (inputs.count(t.name)) continue;
+      auto a = admitted.find(t.name);
+      inputs[t.name] = RandomTensor(t, seed, a == admitted.end() ? std::nullopt : std::optional(a->second));
     }
   }
+  std::vector<std::string> missing;
   for (const Tensor& t : wanted) {
-    if (!inputs.count(t.name)) {
-      cli::PrintError(std::cerr, where,
-                      absl::StrCat("no value for input tensor ", Describe(t), ": give --input ", t.name,
-                                   "=FILE.npy or --random-inputs=SEED"));
+    if (!inputs.count(t.name)) missing.push_back(t.name);
+  }
+  if (!missing.empty()) {
+    if (!args.GetBool("zero-missing")) {
+      for (const std::string& name : missing) {
+        const Tensor& t = *find(name);
+        cli::PrintError(std::cerr, where,
+                        absl::StrCat("no value for run input ", Describe(t), " (", std::string(TensorRoleName(t.role)),
+                                     "): give --input ", t.name, "=FILE.npy, --inputs-dir=DIR or --random-inputs=SEED",
+                                     t.role == TensorRole::kParam ? " (a weight the program does not embed)" : ""));
+      }
       return std::nullopt;
+    }
+    for (const std::string& name : missing) {
+      const Tensor& t = *find(name);
+      TensorData d;
+      d.rows = t.rows;
+      d.cols = t.cols;
+      d.precision = t.precision;
+      d.values.assign(static_cast<size_t>(t.rows * t.cols), 0.0);
+      inputs[name] = std::move(d);
+    }
+    if (notes != nullptr) notes->push_back(absl::StrCat("run inputs read as zeros (--zero-missing): ",
+                                                        absl::StrJoin(missing, ", ")));
+  }
+  // The machine stores every tensor at its precision; rounding here gives the VM the same values.
+  if (target != nullptr) {
+    std::unique_ptr<ValueModel> model = MakeTargetModel(*target);
+    std::vector<std::string> rounded;
+    for (auto& [name, d] : inputs) {
+      if (IsInteger(d.precision) || d.values.empty()) continue;
+      std::vector<double> before = d.values;
+      model->StoreRound(d.precision, d.values.data(), static_cast<int64_t>(d.values.size()));
+      if (before != d.values) rounded.push_back(name);
+    }
+    if (!rounded.empty() && notes != nullptr) {
+      notes->push_back(absl::StrCat("float inputs rounded to their tensors' precision (", target->name(),
+                                    "'s store rounding): ", absl::StrJoin(rounded, ", ")));
     }
   }
   *exit_code = cli::kExitOk;

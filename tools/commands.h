@@ -21,6 +21,8 @@ Subcommand InspectCommand();
 Subcommand DemoCommand();
 Subcommand SimulateCommand();
 Subcommand CertifyCommand();
+Subcommand TargetsCommand();
+Subcommand OpsCommand();
 
 }  // namespace spatial
 

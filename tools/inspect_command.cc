@@ -13,11 +13,13 @@ using cli::FlagSpec;
 
 int RunInspect(const cli::ParsedArgs& args) {
   int exit_code = cli::kExitOk;
-  std::optional<Composition> c = LoadProgram(args.positional[0], &exit_code);
-  if (!c) return exit_code;
+  std::optional<LoadedProgram> p = LoadProgram(args.positional[0], &exit_code);
+  if (!p) return exit_code;
+  const Composition* c = &p->c;
   if (!args.GetBool("summary")) std::cout << PrintComposition(*c) << "\n";
   std::cout << "composition " << (c->name.empty() ? "(unnamed)" : c->name) << " for target "
-            << (c->target.empty() ? "(none)" : c->target) << ", tile " << c->tile_rows << "x" << c->tile_cols << "\n"
+            << (c->target.empty() ? "(none)" : c->target) << ", tile " << c->tile_rows << "x" << c->tile_cols
+            << (p->recorded_target ? " (its full description is recorded in the program)" : "") << "\n"
             << FormatSummary(Summarize(*c));
   return cli::kExitOk;
 }

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "certify/certify.h"
 #include "lowerings/registry.h"
 #include "proto/op.pb.h"
 #include "spatial/proto_file.h"
@@ -49,8 +50,20 @@ int RunLower(const cli::ParsedArgs& args) {
                     absl::StrCat("the ", OpKindName(spec), " lowering produced an invalid program: ", st.message()));
     return cli::kExitFailed;
   }
+  // A lowering promises a program its target certifies: a program that fails is a lowering bug, said as such
+  // rather than written for `certify` to reject later.
+  if (CertifyResult r = Certify(*c, *target); !r.ok()) {
+    cli::PrintError(std::cerr, where,
+                    absl::StrCat("internal: the ", OpKindName(spec), " lowering produced a program that does not certify on ",
+                                 target->name(), ": ", "[", r.diagnostics.front().code(), "] ",
+                                 r.diagnostics.front().message()));
+    return cli::kExitFailed;
+  }
+  // The program records the full description of its target, so it runs on that machine wherever it goes.
+  proto::Composition wire = ToProto(*c);
+  *wire.mutable_target_description() = target->proto();
   std::string out = args.Get("o", "-");
-  if (absl::Status st = WriteComposition(out, *c); !st.ok()) {
+  if (absl::Status st = WriteProtoFile(out, wire); !st.ok()) {
     cli::PrintError(std::cerr, "spatial lower", st);
     return cli::kExitFailed;
   }
@@ -69,10 +82,12 @@ Subcommand LowerCommand() {
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "shipped target name (wormhole_n150, ...) or a target .textproto",
        /*required=*/true},
       {"op", FlagSpec::Kind::kValue, "SPEC", "the op spec file (.textproto text, .binpb binary, '-' stdin)"},
-      {"o", FlagSpec::Kind::kValue, "FILE", "write the program here (default '-': stdout, text; .binpb: binary)"},
+      {"o", FlagSpec::Kind::kValue, "FILE",
+       "write the program here (default '-': stdout, text; .binpb binary; .json JSON)"},
   };
   s.description =
-      "Reads a spatial.proto.OpSpec, lowers it for the target, validates the program and writes it.\n"
+      "Reads a spatial.proto.OpSpec, lowers it for the target, validates and certifies the program and writes it,\n"
+      "with the target's full description recorded in it (so `certify` and `simulate` use exactly that target).\n"
       "A lowering that cannot map the op prints 'SPEC: error: refused: <reason>' and exits 1.";
   s.examples = {"spatial lower --target=wormhole_n150 --op=examples/ops/silu.textproto -o silu.textproto"};
   return {s, &RunLower};

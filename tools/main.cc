@@ -6,10 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "tools/cli.h"
+#include "proto/program.pb.h"
 #include "tools/commands.h"
 
 namespace spatial {
 namespace {
+
+// The tool's version: bumped with each release of the project (the second round of work is 0.2).
+constexpr char kVersion[] = "0.2.0";
 
 // The dispatch table: one line per subcommand, in the order `spatial --help` lists them (the pipeline's order:
 // lower, certify, simulate, then the VM and the readers).
@@ -21,6 +25,8 @@ std::vector<Subcommand> Subcommands() {
       VmCommand(),
       InspectCommand(),
       DemoCommand(),
+      TargetsCommand(),
+      OpsCommand(),
   };
 }
 
@@ -29,7 +35,8 @@ std::string ToolHelp(const std::vector<Subcommand>& subs) {
       "usage: spatial <subcommand> [flags] [args]\n\n"
       "Lowers transformer ops into spatial-accelerator programs, checks them, and runs them.\n"
       "Programs are read from a file or '-' (stdin): .textproto is text, .binpb binary.\n"
-      "Exit codes: 0 success, 1 failed check / refusal / fault, 2 bad usage or unreadable input.\n\n"
+      "Exit codes: 0 success, 1 failed check / refusal / fault, 2 bad usage or unreadable input.\n"
+      "spatial --version prints the version.\n\n"
       "subcommands:\n";
   size_t w = 0;
   for (const Subcommand& c : subs) w = std::max(w, c.spec.name.size());
@@ -54,6 +61,11 @@ int Main(int argc, char** argv) {
     return cli::kExitUsage;
   }
   std::string name = argv[1];
+  if (name == "--version" || name == "-V" || name == "version") {
+    std::cout << "spatial " << kVersion << " (program IR version " << proto::IrVersion_Name(proto::IR_VERSION_1)
+              << ")\n";
+    return cli::kExitOk;
+  }
   if (name == "--help" || name == "-h" || name == "help") {
     std::cout << ToolHelp(subs);
     return cli::kExitOk;

@@ -22,7 +22,7 @@ uint64_t NameHash(const std::string& s) {
 
 }  // namespace
 
-TensorData RandomTensor(const Tensor& t, uint64_t seed) {
+TensorData RandomTensor(const Tensor& t, uint64_t seed, std::optional<std::pair<int64_t, int64_t>> admitted) {
   TensorData d;
   d.rows = t.rows;
   d.cols = t.cols;
@@ -31,10 +31,16 @@ TensorData RandomTensor(const Tensor& t, uint64_t seed) {
   d.values.resize(static_cast<size_t>(n));
   uint64_t state = seed ^ NameHash(t.name);
   if (IsInteger(t.precision)) {
-    int64_t lo = std::max<int64_t>(IntMin(t.precision), -100);
-    int64_t hi = std::min<int64_t>(IntMax(t.precision), 100);
-    uint64_t span = static_cast<uint64_t>(hi - lo + 1);
-    for (double& v : d.values) v = static_cast<double>(lo + static_cast<int64_t>(SplitMix(state) % span));
+    const auto [want_lo, want_hi] = admitted.value_or(std::make_pair(int64_t{-100}, int64_t{100}));
+    int64_t lo = std::max<int64_t>(IntMin(t.precision), want_lo);
+    int64_t hi = std::min<int64_t>(IntMax(t.precision), want_hi);
+    if (lo > hi) lo = hi = std::clamp<int64_t>(0, IntMin(t.precision), IntMax(t.precision));
+    // The span of an int64 range can need 64 bits; unsigned arithmetic holds it (a full range draws raw bits).
+    const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
+    for (double& v : d.values) {
+      const uint64_t r = span == 0 ? SplitMix(state) : SplitMix(state) % span;
+      v = static_cast<double>(static_cast<int64_t>(static_cast<uint64_t>(lo) + r));
+    }
   } else {
     // 53 random bits -> [0, 1) exactly, then [-2, 2).
     for (double& v : d.values) v = -2.0 + 4.0 * (static_cast<double>(SplitMix(state) >> 11) * 0x1.0p-53);

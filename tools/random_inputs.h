@@ -7,6 +7,8 @@
 #define TOOLS_RANDOM_INPUTS_H_
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "spatial/program.h"
@@ -14,9 +16,11 @@
 
 namespace spatial {
 
-// Float precisions: uniform in [-2, 2). Integer precisions: uniform integers in the precision's range clipped to
-// [-100, 100].
-TensorData RandomTensor(const Tensor& t, uint64_t seed);
+// Float precisions: uniform in [-2, 2). Integer precisions: uniform integers in `admitted` (the inclusive range the
+// program's guards admit, certify/admitted_inputs.h) when given, else in [-100, 100]; either clipped to the
+// precision's range.
+TensorData RandomTensor(const Tensor& t, uint64_t seed,
+                        std::optional<std::pair<int64_t, int64_t>> admitted = std::nullopt);
 
 // One RandomTensor per tensor, by name.
 TensorMap RandomInputs(const std::vector<Tensor>& tensors, uint64_t seed);

@@ -4,7 +4,10 @@
 #include <iostream>
 #include <memory>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
+#include "certify/certify.h"
 #include "sim/numerics/target_model.h"
 #include "sim/report/summary.h"
 #include "sim/simulate.h"
@@ -17,25 +20,49 @@ namespace {
 
 using cli::FlagSpec;
 
+// Outputs that may be "-" (stdout): at most one of them may be, and then the human summary goes to stderr.
+constexpr const char* kFileOutputs[] = {"report", "trace", "vcd", "svg"};
+
 int RunSimulate(const cli::ParsedArgs& args) {
   const std::string cmd = "simulate";
   const std::string path = args.positional[0];
   const std::string where = cli::DisplayName(path);
   int exit_code = cli::kExitOk;
-  std::optional<Composition> c = LoadProgram(path, &exit_code);
-  if (!c) return exit_code;
-  // The program names the target it was lowered for; --target overrides it (e.g. a modified description).
-  std::string target_name = args.Has("target") ? args.Get("target") : c->target;
-  if (target_name.empty()) {
-    return cli::UsageError(std::cerr, cmd, "the program names no target: give --target=NAME|FILE");
-  }
-  std::optional<Target> target = LoadTargetOrReport(target_name, cmd, &exit_code);
+  int to_stdout = 0;
+  for (const char* f : kFileOutputs) to_stdout += args.Has(f) && args.Get(f) == "-";
+  if (to_stdout > 1) return cli::UsageError(std::cerr, cmd, "only one output may be '-' (stdout)");
+  std::ostream& summary_out = to_stdout > 0 ? std::cerr : std::cout;
+
+  std::optional<LoadedProgram> p = LoadProgram(path, &exit_code);
+  if (!p) return exit_code;
+  const Composition& c = p->c;
+  std::optional<Target> target = ResolveTarget(c.target, p->recorded_target ? &*p->recorded_target : nullptr, args,
+                                               cmd, where, &exit_code);
   if (!target) return exit_code;
-  if (target->tile_rows() != c->tile_rows || target->tile_cols() != c->tile_cols) {
+  if (target->tile_rows() != c.tile_rows || target->tile_cols() != c.tile_cols) {
     cli::PrintError(std::cerr, where,
-                    absl::StrCat("the program was lowered for a ", c->tile_rows, "x", c->tile_cols, " tile but target '",
+                    absl::StrCat("the program was lowered for a ", c.tile_rows, "x", c.tile_cols, " tile but target '",
                                  target->name(), "' has ", target->tile_rows(), "x", target->tile_cols()));
     return cli::kExitUsage;
+  }
+
+  // Only a certified program runs: the machine model times what it is given, and an uncertified program (a
+  // footprint 11x the site's memory, a tile outside its tensor) would report cycles for a machine that cannot
+  // run it.
+  std::vector<std::string> notes;
+  const bool certify = !args.GetBool("no-certify");
+  if (certify) {
+    CertifyResult r = Certify(c, *target);
+    if (!r.ok()) {
+      for (const proto::Diagnostic& d : r.diagnostics) std::cerr << FormatDiagnostic(d, where) << "\n";
+      std::cerr << where << ": " << r.diagnostics.size() << " diagnostic(s); not certified on " << target->name()
+                << ": not simulated (--no-certify runs it anyway)\n";
+      return cli::kExitFailed;
+    }
+  } else {
+    std::cerr << where << ": warning: --no-certify: simulating a program that was not certified on "
+              << target->name() << "; its cycles and values may describe no machine\n";
+    notes.push_back("not certified (--no-certify)");
   }
 
   SimOptions options;
@@ -43,6 +70,8 @@ int RunSimulate(const cli::ParsedArgs& args) {
   options.compare_vm = args.GetBool("compare-vm");
   if (args.Has("trace")) options.trace_path = args.Get("trace");
   if (args.Has("vcd")) options.vcd_path = args.Get("vcd");
+  if (args.Has("svg")) options.svg_path = args.Get("svg");
+  options.progress = !args.GetBool("quiet") && isatty(STDERR_FILENO);
   std::unique_ptr<ValueModel> model;
   if (!args.GetBool("exact")) {
     model = MakeTargetModel(*target);
@@ -50,27 +79,30 @@ int RunSimulate(const cli::ParsedArgs& args) {
   }
 
   std::optional<TensorMap> inputs;
-  if (options.timing_only && args.GetAll("input").empty() && !args.Has("random-inputs")) {
+  const bool given = !args.GetAll("input").empty() || args.Has("random-inputs") || args.Has("inputs-dir");
+  if (options.timing_only && !given) {
     inputs = TensorMap();  // timing needs no values (a run-time trip then times the fold's maximum)
   } else {
-    inputs = GatherInputs(*c, args, cmd, where, &exit_code);
+    inputs = GatherInputs(c, &*target, args, cmd, where, &notes, &exit_code);
     if (!inputs) return exit_code;
   }
 
-  absl::StatusOr<SimResult> result = Simulate(*c, *target, *inputs, options);
+  absl::StatusOr<SimResult> result = Simulate(c, *target, *inputs, options);
   if (!result.ok()) {
     cli::PrintError(std::cerr, where, result.status());
     return cli::kExitFailed;
   }
+  result->report.set_certified(certify);
+  for (const std::string& n : notes) result->report.add_notes(n);
   if (args.Has("report")) {
     if (absl::Status st = WriteProtoFile(args.Get("report"), result->report); !st.ok()) {
       cli::PrintError(std::cerr, absl::StrCat("spatial ", cmd), st);
       return cli::kExitFailed;
     }
   }
-  if (!args.GetBool("quiet")) std::cout << FormatReport(result->report);
+  if (!args.GetBool("quiet")) summary_out << FormatReport(result->report);
   int code = cli::kExitOk;
-  if (!options.timing_only) code = WriteResults(*c, result->outputs, *inputs, args, cmd, where);
+  if (!options.timing_only) code = WriteResults(c, result->outputs, *inputs, args, cmd, where);
   if (code != cli::kExitOk) return code;
   // An output outside its tolerance is a failed check.
   for (const auto& e : result->report.errors()) {
@@ -94,10 +126,11 @@ Subcommand SimulateCommand() {
   s.min_positional = 1;
   s.max_positional = 1;
   s.flags = {
-      {"target", FlagSpec::Kind::kValue, "NAME|FILE", "the target (default: the one the program was lowered for)"},
-      {"input", FlagSpec::Kind::kRepeated, "NAME=FILE.npy", "value of the input tensor NAME from a .npy file"},
-      {"random-inputs", FlagSpec::Kind::kValue, "SEED",
-       "fill inputs not given by --input: floats uniform in [-2, 2), integers in [-100, 100]"},
+      {"target", FlagSpec::Kind::kValue, "NAME|FILE",
+       "for a program that records no target description: the target (else it must equal the recorded one)"},
+  };
+  for (FlagSpec& f : InputFlags()) s.flags.push_back(std::move(f));
+  std::vector<FlagSpec> more = {
       {"output-dir", FlagSpec::Kind::kValue, "DIR",
        "write each Output/State tensor to DIR/NAME.npy and each input to DIR/inputs/NAME.npy"},
       {"compare-vm", FlagSpec::Kind::kBool, "",
@@ -105,18 +138,28 @@ Subcommand SimulateCommand() {
        "its tolerance"},
       {"timing-only", FlagSpec::Kind::kBool, "", "time the program without computing values"},
       {"exact", FlagSpec::Kind::kBool, "", "compute values in exact f64 instead of the target's numerics"},
-      {"trace", FlagSpec::Kind::kValue, "FILE.json", "write a Chrome-trace/Perfetto timeline (one track per engine per site)"},
-      {"vcd", FlagSpec::Kind::kValue, "FILE.vcd", "write engine busy signals as VCD"},
-      {"report", FlagSpec::Kind::kValue, "FILE", "write the report proto (.textproto text, .binpb binary)"},
-      {"quiet", FlagSpec::Kind::kBool, "", "print nothing but errors"},
+      {"no-certify", FlagSpec::Kind::kBool, "", "simulate even if the program does not certify (with a warning)"},
+      {"trace", FlagSpec::Kind::kValue, "FILE.json",
+       "write a Chrome-trace/Perfetto timeline (one track per engine per site; '-' stdout)"},
+      {"svg", FlagSpec::Kind::kValue, "FILE.svg",
+       "draw per-site engine occupancy over time and per-section cycles, for a browser ('-' stdout)"},
+      {"vcd", FlagSpec::Kind::kValue, "FILE.vcd", "write engine busy signals as VCD ('-' stdout)"},
+      {"report", FlagSpec::Kind::kValue, "FILE",
+       "write the report: .json (protobuf's JSON mapping), .binpb binary, else text proto; '-' stdout"},
+      {"quiet", FlagSpec::Kind::kBool, "", "print nothing but errors (and no progress line)"},
   };
+  for (FlagSpec& f : more) s.flags.push_back(std::move(f));
   s.description =
       "Simulates PROG ('-': stdin) on a SystemC model of the target: every site's reader, unpack, matrix, SFPU,\n"
       "pack and writer engines, page FIFOs, DRAM channels and NoC links, timed at tile-op granularity. Values\n"
       "are computed with the target's numerics (bf16 storage, fp32 accumulation, its SFPU algorithms).\n"
-      "Exit 1 on a fault or an output outside its tolerance.";
-  s.examples = {"spatial simulate silu.textproto --random-inputs=1 --compare-vm --trace=silu.json",
-                "spatial simulate matmul.textproto --timing-only --report=report.textproto"};
+      "The program is certified first and not run if it fails (--no-certify overrides, with a warning). It runs on\n"
+      "the target description recorded in it by `spatial lower`. The summary names what bounds the run.\n"
+      "A progress line shows on a terminal for runs longer than two seconds.\n"
+      "Exit 1 on a fault, a failed certification or an output outside its tolerance.";
+  s.examples = {"spatial simulate silu.textproto --random-inputs=1 --compare-vm --trace=silu.json --svg=silu.svg",
+                "spatial simulate attn.textproto --inputs-dir=out/inputs --input pos=4096 --compare-vm",
+                "spatial simulate matmul.textproto --timing-only --report=report.json"};
   return {s, &RunSimulate};
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/vm/vm.h"
+#include "targets/loader.h"
 #include "tools/command_common.h"
 #include "tools/commands.h"
 
@@ -17,11 +18,25 @@ int RunVm(const cli::ParsedArgs& args) {
   const std::string path = args.positional[0];
   const std::string where = cli::DisplayName(path);
   int exit_code = cli::kExitOk;
-  std::optional<Composition> c = LoadProgram(path, &exit_code);
-  if (!c) return exit_code;
-
-  std::optional<TensorMap> inputs = GatherInputs(*c, args, cmd, where, &exit_code);
+  std::optional<LoadedProgram> p = LoadProgram(path, &exit_code);
+  if (!p) return exit_code;
+  const Composition* c = &p->c;
+  // The VM needs no machine, but the inputs do: they are rounded to their precision as the target stores them
+  // and drawn inside the ranges it admits, so `vm` and `simulate` runs of one seed see the same values. A
+  // hand-written program naming no shipped target runs without that.
+  std::optional<Target> target;
+  if (p->recorded_target || args.Has("target") || ShippedTargetText(c->target).has_value()) {
+    target = ResolveTarget(c->target, p->recorded_target ? &*p->recorded_target : nullptr, args, cmd, where,
+                           &exit_code);
+    if (!target) return exit_code;
+  }
+  std::vector<std::string> notes;
+  std::optional<TensorMap> inputs =
+      GatherInputs(*c, target ? &*target : nullptr, args, cmd, where, &notes, &exit_code);
   if (!inputs) return exit_code;
+  if (!args.GetBool("quiet")) {
+    for (const std::string& n : notes) std::cerr << where << ": note: " << n << "\n";
+  }
 
   absl::StatusOr<TensorMap> out = RunComposition(*c, c->tile_rows, c->tile_cols, *inputs);
   if (!out.ok()) {
@@ -40,17 +55,18 @@ Subcommand VmCommand() {
   s.positional = "PROG";
   s.min_positional = 1;
   s.max_positional = 1;
-  s.flags = {
-      {"input", FlagSpec::Kind::kRepeated, "NAME=FILE.npy", "value of the input tensor NAME from a .npy file"},
-      {"random-inputs", FlagSpec::Kind::kValue, "SEED",
-       "fill inputs not given by --input: floats uniform in [-2, 2), integers in [-100, 100]"},
+  s.flags = InputFlags();
+  s.flags.insert(s.flags.begin(), {"target", FlagSpec::Kind::kValue, "NAME|FILE",
+                                   "for a program that records no target: the one whose rounding its inputs get"});
+  s.flags.push_back(
       {"output-dir", FlagSpec::Kind::kValue, "DIR",
-       "write each Output/State tensor to DIR/NAME.npy and each input to DIR/inputs/NAME.npy"},
-      {"quiet", FlagSpec::Kind::kBool, "", "do not print the result table"},
-  };
+       "write each Output/State tensor to DIR/NAME.npy and each input to DIR/inputs/NAME.npy"});
+  s.flags.push_back({"quiet", FlagSpec::Kind::kBool, "", "do not print the result table"});
   s.description =
-      "Runs PROG ('-': stdin) on its own tile with exact f64 arithmetic. Every input tensor must come from\n"
-      "--input or --random-inputs. Results are float64 .npy for float precisions, int64 for integer ones.\n"
+      "Runs PROG ('-': stdin) on its own tile with exact f64 arithmetic. Every run input (Inputs, and States and\n"
+      "Params the program does not embed, such as weights) must come from --input, --inputs-dir or\n"
+      "--random-inputs; float inputs are first rounded to their tensor's precision as the target stores them.\n"
+      "Results are float64 .npy for float precisions, int64 for integer ones.\n"
       "A VM fault prints 'PROG: error: <fault>' and exits 1.";
   s.examples = {"spatial vm silu.textproto --random-inputs=7 --output-dir=out",
                 "spatial vm silu.textproto --input x=out/inputs/x.npy"};
