@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "certify/admitted_inputs.h"
@@ -194,7 +195,7 @@ absl::StatusOr<TensorData> InputValue(const Tensor& t, const std::string& file) 
 
 std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target, const cli::ParsedArgs& args,
                                       const std::string& cmd, const std::string& where,
-                                      std::vector<std::string>* notes, int* exit_code) {
+                                      std::vector<std::string>* notes, int* exit_code, bool require_all) {
   *exit_code = cli::kExitUsage;
   std::vector<Tensor> wanted = CompositionInputs(c);
   auto find = [&](const std::string& name) -> const Tensor* {
@@ -206,6 +207,22 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
   std::string input_names;
   for (const Tensor& t : wanted) absl::StrAppend(&input_names, input_names.empty() ? "" : ", ", t.name);
   if (input_names.empty()) input_names = "none";
+
+  // Sizes first: the values are f64 in memory, so a program whose run inputs are larger than this machine holds
+  // is refused before anything is allocated (a 65536 x 65536 input is 34 GB).
+  double total = 0;
+  for (const Tensor& t : wanted) {
+    total += static_cast<double>(t.rows) * static_cast<double>(t.cols);
+    if (total > static_cast<double>(kMaxRunInputElems)) {
+      cli::PrintError(std::cerr, where,
+                      absl::StrFormat("the run inputs up to '%s' (%dx%d) hold %.3g elements; a run is given at most "
+                                      "%.3g (%d GiB of f64 values)",
+                                      t.name, t.rows, t.cols, total, static_cast<double>(kMaxRunInputElems),
+                                      kMaxRunInputElems * 8 >> 30));
+      *exit_code = cli::kExitFailed;
+      return std::nullopt;
+    }
+  }
 
   TensorMap inputs;
   for (const std::string& spec : args.GetAll("input")) {
@@ -274,7 +291,7 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
   for (const Tensor& t : wanted) {
     if (!inputs.count(t.name)) missing.push_back(t.name);
   }
-  if (!missing.empty()) {
+  if (!missing.empty() && require_all) {
     if (!args.GetBool("zero-missing")) {
       for (const std::string& name : missing) {
         const Tensor& t = *find(name);

@@ -16,6 +16,11 @@
 
 namespace spatial {
 
+// The most elements all run inputs of one run may hold together: 2^28 f64 values (2 GiB), about a tenth of this
+// machine class's 24 GiB, which leaves room for the VM's copies and the results. Qwen3's 151936 x 1024 embedding
+// table (1.6e8) fits.
+inline constexpr int64_t kMaxRunInputElems = int64_t{1} << 28;
+
 // A program file as read: the model, and the target description the lowering recorded in it (if any).
 struct LoadedProgram {
   Composition c;
@@ -44,11 +49,12 @@ std::optional<Target> ResolveTarget(const std::string& program_target, const pro
 // admits for them (certify/admitted_inputs.h) or else [-100, 100]. Float inputs are rounded to their tensor's
 // precision with the target's rounding (as the machine stores them), so the VM and the simulator see the same
 // values. A run input with no value is an error naming it, unless --zero-missing (then it is zeros and `notes`
-// says so). `target` may be null (no rounding, no admitted ranges). On failure prints the error and sets
-// *exit_code (2: bad usage or unreadable .npy).
+// says so); with `require_all` false (a timing-only run, which reads only trip values) the rest stay absent.
+// `target` may be null (no rounding, no admitted ranges). On failure prints the error and sets *exit_code (2: bad
+// usage or unreadable .npy).
 std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target, const cli::ParsedArgs& args,
                                       const std::string& command, const std::string& where,
-                                      std::vector<std::string>* notes, int* exit_code);
+                                      std::vector<std::string>* notes, int* exit_code, bool require_all = true);
 
 // The flags GatherInputs reads, for a subcommand's flag table.
 std::vector<cli::FlagSpec> InputFlags();

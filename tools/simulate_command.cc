@@ -83,7 +83,8 @@ int RunSimulate(const cli::ParsedArgs& args) {
   if (options.timing_only && !given) {
     inputs = TensorMap();  // timing needs no values (a run-time trip then times the fold's maximum)
   } else {
-    inputs = GatherInputs(c, &*target, args, cmd, where, &notes, &exit_code);
+    // Timing reads only a trip's value: the inputs given are used, the rest need not be.
+    inputs = GatherInputs(c, &*target, args, cmd, where, &notes, &exit_code, /*require_all=*/!options.timing_only);
     if (!inputs) return exit_code;
   }
 

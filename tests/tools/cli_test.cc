@@ -12,54 +12,18 @@
 #include "gtest/gtest.h"
 #include "spatial/proto_io.h"
 #include "spatial/tensor_data.h"
+#include "tests/tools/cli_fixture.h"
 #include "tools/npy.h"
 
 namespace spatial {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-class SpatialCli : public testing::Test {
+class SpatialCli : public testing::Test, public SpatialCliBase {
  protected:
-  void SetUp() override {
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(testing::TempDir()) / absl::StrCat("spatial_cli_", info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::ofstream(Path(name), std::ios::binary) << text;
-    return Path(name);
-  }
-
-  // Runs `spatial <args>` (args already shell-quoted where needed), stdin from `in` or /dev/null.
-  CliRun Spatial(const std::string& args, const std::string& in = "/dev/null") const {
-    std::string out = Path("stdout.txt"), err = Path("stderr.txt");
-    std::string cmd = absl::StrCat("'", SPATIAL_BIN, "' ", args, " <'", in, "' >'", out, "' 2>'", err, "'");
-    int rc = std::system(cmd.c_str());
-    CliRun r;
-    r.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
-  }
+  void SetUp() override { MakeDir(); }
 
   // A SiLU spec over a 1 x n row named x -> y.
   std::string SiluSpec(int64_t n) const {
@@ -74,8 +38,6 @@ class SpatialCli : public testing::Test {
     EXPECT_EQ(r.code, 0) << r.err;
     return prog;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(SpatialCli, MalformedTextProtoHasFileLineCol) {

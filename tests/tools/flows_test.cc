@@ -1,0 +1,304 @@
+// The documented flows, run as a new user runs them: the README's usage block line by line, every example through
+// lower | certify | vm | simulate --compare-vm on two targets with three seeds, weights given (and planted wrong,
+// and missing), an edited target file carried through, machine-readable reports and the listing subcommands.
+#include <algorithm>
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/tools/cli_fixture.h"
+#include "tools/npy.h"
+
+namespace spatial {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class Flows : public testing::Test, public SpatialCliBase {
+ protected:
+  void SetUp() override { MakeDir(); }
+};
+
+// The fenced block after "## Using the tool" in README.md, one command per line, comments dropped.
+std::vector<std::string> ReadmeCommands() {
+  const std::string readme = Slurp(SpatialCliBase::Source() / "README.md");
+  const size_t section = readme.find("## Using the tool");
+  if (section == std::string::npos) return {};
+  const size_t open = readme.find("```\n", section);
+  const size_t close = readme.find("```", open + 4);
+  if (open == std::string::npos || close == std::string::npos) return {};
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(readme.substr(open + 4, close - open - 4), '\n')) {
+    std::string cmd(line.substr(0, line.find("  #")));
+    while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+    if (!cmd.empty()) out.push_back(cmd);
+  }
+  return out;
+}
+
+TEST_F(Flows, ReadmeUsageBlockRunsAsWritten) {
+  const std::vector<std::string> commands = ReadmeCommands();
+  ASSERT_GE(commands.size(), 5u) << "README.md has no usage block";
+  // The block is written for the repository root: run it in a fresh directory that looks like one.
+  fs::create_directories(Path("build/tools"));
+  fs::create_symlink(SPATIAL_BIN, Path("build/tools/spatial"));
+  fs::create_directory_symlink(Source() / "examples", Path("examples"));
+  for (const std::string& cmd : commands) {
+    ASSERT_TRUE(absl::StartsWith(cmd, "build/tools/spatial ")) << "not a spatial command: " << cmd;
+    EXPECT_THAT(cmd, Not(HasSubstr("..."))) << "a placeholder a user cannot run";
+    const std::string shell = absl::StrCat("cd '", dir_.string(), "' && ", cmd, " >'", Path("out.txt"), "' 2>'",
+                                           Path("err.txt"), "' </dev/null");
+    const int rc = std::system(shell.c_str());
+    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
+        << cmd << "\nexit " << (WIFEXITED(rc) ? WEXITSTATUS(rc) : -1) << "\n" << Slurp(Path("err.txt"));
+  }
+  // What the block promises exists and is what it says: a JSON report a script parses, an SVG for a browser.
+  EXPECT_EQ(std::system(absl::StrCat("python3 -m json.tool '", Path("attn.report.json"), "' >/dev/null").c_str()), 0);
+  EXPECT_EQ(std::system(absl::StrCat("python3 -m json.tool '", Path("attn.cert.json"), "' >/dev/null").c_str()), 0);
+  EXPECT_THAT(Slurp(Path("attn.report.json")), HasSubstr("\"total_cycles\""));
+  EXPECT_THAT(Slurp(Path("attn.cert.json")), HasSubstr("\"admitted_inputs\""));
+  const std::string svg = Slurp(Path("attn.svg"));
+  EXPECT_THAT(svg, HasSubstr("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_TRUE(absl::EndsWith(svg, "</svg>\n"));
+  EXPECT_EQ(std::system(absl::StrCat("python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' '",
+                                     Path("attn.svg"), "'")
+                            .c_str()),
+            0);
+}
+
+// Every example, on a real target and on the small one, three seeds each.
+struct ExampleCase {
+  std::string example;
+  std::string target;
+  friend void PrintTo(const ExampleCase& c, std::ostream* os) { *os << c.example << " on " << c.target; }
+};
+
+std::vector<ExampleCase> ExampleCases() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(SpatialCliBase::Source() / "examples" / "ops")) {
+    if (e.path().extension() == ".textproto") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  std::vector<ExampleCase> out;
+  for (const char* target : {"wormhole_n150", "test_tiny"}) {
+    for (const std::string& n : names) out.push_back({n, target});
+  }
+  return out;
+}
+
+class ExampleFlow : public testing::TestWithParam<ExampleCase>, public SpatialCliBase {
+ protected:
+  void SetUp() override { MakeDir(); }
+};
+
+TEST_P(ExampleFlow, LowerCertifyVmSimulateCompare) {
+  const ExampleCase& p = GetParam();
+  const std::string spec = (Source() / "examples" / "ops" / (p.example + ".textproto")).string();
+  const std::string prog = Path("prog.textproto");
+  CliRun lower = Spatial(absl::StrCat("lower --target=", p.target, " --op=", spec, " -o ", prog));
+  ASSERT_EQ(lower.code, 0) << lower.err;
+  CliRun cert = Spatial(absl::StrCat("certify ", prog, " -o ", Path("cert.textproto")));
+  ASSERT_EQ(cert.code, 0) << cert.err;
+  for (int seed : {1, 2, 3}) {
+    CliRun vm = Spatial(absl::StrCat("vm ", prog, " --random-inputs=", seed, " --quiet"));
+    ASSERT_EQ(vm.code, 0) << "seed " << seed << ": " << vm.err;
+    CliRun sim = Spatial(absl::StrCat("simulate ", prog, " --random-inputs=", seed, " --compare-vm"));
+    ASSERT_EQ(sim.code, 0) << "seed " << seed << ": " << sim.err;
+    EXPECT_THAT(sim.out, HasSubstr("ok  ")) << "no output was compared";
+    EXPECT_THAT(sim.out, Not(HasSubstr("FAIL")));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleFlow, testing::ValuesIn(ExampleCases()),
+                         [](const testing::TestParamInfo<ExampleCase>& info) {
+                           return absl::StrCat(info.param.example, "_", info.param.target);
+                         });
+
+// A weight the lowering does not embed (fused_row's norm weight: a Param with external fill) is a run input: a
+// planted wrong element moves the output, and leaving it out is an error that names it.
+TEST_F(Flows, WeightsAreRunInputs) {
+  const std::string spec = (Source() / "examples" / "ops" / "fused_row.textproto").string();
+  const std::string prog = Path("prog.textproto");
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", prog)).code, 0);
+  CliRun first = Spatial(absl::StrCat("vm ", prog, " --random-inputs=4 --quiet --output-dir=", Path("a")));
+  ASSERT_EQ(first.code, 0) << first.err;
+  const fs::path weight = fs::path(Path("a")) / "inputs" / "input_layernorm_weight.npy";
+  ASSERT_TRUE(fs::exists(weight));
+
+  // The same inputs with one element of the weight changed.
+  fs::create_directories(Path("b/inputs"));
+  for (const auto& e : fs::directory_iterator(fs::path(Path("a")) / "inputs")) {
+    fs::copy_file(e.path(), fs::path(Path("b/inputs")) / e.path().filename());
+  }
+  absl::StatusOr<NpyArray> w = ReadNpy(weight.string());
+  ASSERT_TRUE(w.ok()) << w.status();
+  TensorData planted{w->shape[0], w->shape[1], Precision::kBf16, w->values};
+  planted.values[5] = planted.values[5] + 1.0;
+  ASSERT_TRUE(WriteNpy(Path("b/inputs/input_layernorm_weight.npy"), planted).ok());
+  CliRun second = Spatial(absl::StrCat("vm ", prog, " --inputs-dir=", Path("b/inputs"), " --quiet --output-dir=",
+                                       Path("b")));
+  ASSERT_EQ(second.code, 0) << second.err;
+  // The op's result is the tensor the spec's `out` names.
+  std::smatch m;
+  const std::string spec_text = Slurp(spec);
+  ASSERT_TRUE(std::regex_search(spec_text, m, std::regex("\nout: \"([^\"]+)\"")));
+  const std::string out_name = m[1].str() + ".npy";
+  absl::StatusOr<NpyArray> ya = ReadNpy((fs::path(Path("a")) / out_name).string());
+  absl::StatusOr<NpyArray> yb = ReadNpy((fs::path(Path("b")) / out_name).string());
+  ASSERT_TRUE(ya.ok() && yb.ok());
+  ASSERT_EQ(ya->values.size(), yb->values.size());
+  int changed = 0;
+  for (size_t i = 0; i < ya->values.size(); ++i) changed += ya->values[i] != yb->values[i];
+  EXPECT_GE(changed, 1) << "a planted wrong weight did not change " << out_name;
+  EXPECT_NE(ya->values[5], yb->values[5]);
+
+  // Without the weight: an error naming it, never zeros.
+  CliRun missing = Spatial(absl::StrCat("vm ", prog, " --input h=", Path("a/inputs/h.npy")));
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("no value for run input 'input_layernorm_weight' (1x1024 bf16) (Param)"));
+  EXPECT_THAT(missing.err, HasSubstr("a weight the program does not embed"));
+  // --zero-missing opts in, and the run says so.
+  CliRun zeros = Spatial(absl::StrCat("simulate ", prog, " --input h=", Path("a/inputs/h.npy"), " --zero-missing"));
+  EXPECT_EQ(zeros.code, 0) << zeros.err;
+  EXPECT_THAT(zeros.out, HasSubstr("note          run inputs read as zeros (--zero-missing): input_layernorm_weight"));
+}
+
+// A user's edited target travels inside the program: a HiFi4 copy of wormhole_n150 simulates as HiFi4 (other
+// matmul numerics than the shipped HiFi2), and a --target that differs from the recorded one is an error.
+TEST_F(Flows, EditedTargetIsNeverReplacedByTheShippedOne) {
+  std::string text = Slurp(Source() / "targets" / "wormhole_n150.textproto");
+  const size_t at = text.find("fidelity: HIFI2");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, std::string("fidelity: HIFI2").size(), "fidelity: HIFI4");
+  const std::string hifi4 = Write("wormhole_hifi4.textproto", text);
+  const std::string spec = Write("mm.textproto", "out: \"y\"\noperands { name: \"x\" }\noperands { name: \"w\" }\n"
+                                                 "matmul { m: 32 k: 256 n: 64 }\n");
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=", hifi4, " --op=", spec, " -o ", Path("p4.textproto"))).code, 0);
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=wormhole_n150 --op=", spec, " -o ", Path("p2.textproto"))).code, 0);
+
+  CliRun r4 = Spatial(absl::StrCat("simulate ", Path("p4.textproto"), " --random-inputs=3 --output-dir=", Path("o4")));
+  CliRun r2 = Spatial(absl::StrCat("simulate ", Path("p2.textproto"), " --random-inputs=3 --output-dir=", Path("o2")));
+  ASSERT_EQ(r4.code, 0) << r4.err;
+  ASSERT_EQ(r2.code, 0) << r2.err;
+  EXPECT_THAT(r4.out, HasSubstr("HiFi4"));
+  EXPECT_THAT(r2.out, HasSubstr("HiFi2"));
+  absl::StatusOr<NpyArray> y4 = ReadNpy(Path("o4/y.npy"));
+  absl::StatusOr<NpyArray> y2 = ReadNpy(Path("o2/y.npy"));
+  ASSERT_TRUE(y4.ok() && y2.ok());
+  EXPECT_NE(y4->values, y2->values) << "HiFi4 and HiFi2 gave the same matmul values";
+
+  CliRun other = Spatial(absl::StrCat("simulate ", Path("p4.textproto"), " --timing-only --target=wormhole_n150"));
+  EXPECT_EQ(other.code, 2);
+  EXPECT_THAT(other.err, HasSubstr("--target=wormhole_n150 differs from the target description 'wormhole_n150' "
+                                   "recorded in the program"));
+  EXPECT_THAT(other.err, HasSubstr("fidelity"));
+  CliRun same = Spatial(absl::StrCat("certify ", Path("p4.textproto"), " --target=", hifi4));
+  EXPECT_EQ(same.code, 0) << same.err;
+}
+
+// simulate --report by extension; '-' is stdout; stdin's format is detected.
+TEST_F(Flows, ReportFormatsAndStdin) {
+  const std::string spec = (Source() / "examples" / "ops" / "silu.textproto").string();
+  const std::string prog = Path("p.textproto"), bin = Path("p.binpb");
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", prog)).code, 0);
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", bin)).code, 0);
+  CliRun json = Spatial(absl::StrCat("simulate ", prog, " --timing-only --quiet --report=", Path("r.json")));
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(std::system(absl::StrCat("python3 -m json.tool '", Path("r.json"), "' >/dev/null").c_str()), 0);
+  EXPECT_THAT(Slurp(Path("r.json")), HasSubstr("\"verdict\""));
+  CliRun text = Spatial(absl::StrCat("simulate ", prog, " --timing-only --quiet --report=-"));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("total_cycles:"));
+  CliRun two = Spatial(absl::StrCat("simulate ", prog, " --timing-only --report=- --svg=-"));
+  EXPECT_EQ(two.code, 2);
+  EXPECT_THAT(two.err, HasSubstr("only one output may be '-'"));
+  // A binary program on stdin is read as binary, a JSON one as JSON.
+  CliRun from_bin = Spatial("certify -", bin);
+  EXPECT_EQ(from_bin.code, 0) << from_bin.err;
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", Path("p.json"))).code, 0);
+  CliRun from_json = Spatial("simulate - --timing-only --quiet", Path("p.json"));
+  EXPECT_EQ(from_json.code, 0) << from_json.err;
+  CliRun svg = Spatial(absl::StrCat("simulate ", prog, " --timing-only --quiet --svg=-"));
+  EXPECT_EQ(svg.code, 0) << svg.err;
+  EXPECT_THAT(svg.out, HasSubstr("<svg xmlns="));
+}
+
+TEST_F(Flows, VersionTargetsOps) {
+  CliRun v = Spatial("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_THAT(v.out, testing::MatchesRegex("spatial [0-9]+\\.[0-9]+\\.[0-9]+ \\(program IR version IR_VERSION_1\\)\n"));
+  CliRun t = Spatial("targets");
+  EXPECT_EQ(t.code, 0);
+  for (const char* name : {"wormhole_n150", "blackhole_p150", "grayskull_e150", "test_tiny"}) {
+    EXPECT_THAT(t.out, HasSubstr(name));
+  }
+  EXPECT_EQ(std::count(t.out.begin(), t.out.end(), '\n'), 4);
+  EXPECT_THAT(t.out, HasSubstr("8x8  sites"));
+  CliRun o = Spatial("ops");
+  EXPECT_EQ(o.code, 0);
+  EXPECT_THAT(o.out, testing::ContainsRegex("silu +SiluSpec +lowered"));
+  EXPECT_THAT(o.out, testing::ContainsRegex("attention +AttentionSpec +lowered"));
+  CliRun help = Spatial("--help");
+  EXPECT_THAT(help.out, HasSubstr("targets"));
+  EXPECT_THAT(help.out, HasSubstr("--version"));
+}
+
+// simulate runs only certified programs; --no-certify runs one anyway, warns, and the report says so.
+TEST_F(Flows, SimulateRefusesUncertifiedPrograms) {
+  const std::string spec = (Source() / "examples" / "ops" / "silu.textproto").string();
+  const std::string prog = Path("p.textproto");
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", prog)).code, 0);
+  // Plant a footprint the site cannot hold: a buffer page of 4096 tiles.
+  std::string text = Slurp(prog);
+  const size_t at = text.find("page_tiles: ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = text.find('\n', at);
+  text.replace(at, end - at, "page_tiles: 4096");
+  const std::string big = Write("big.textproto", text);
+  CliRun refused = Spatial("simulate " + big + " --timing-only");
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("[FOOTPRINT_EXCEEDED]"));
+  EXPECT_THAT(refused.err, HasSubstr("not simulated (--no-certify runs it anyway)"));
+  CliRun forced = Spatial("simulate " + big + " --timing-only --no-certify");
+  EXPECT_EQ(forced.code, 0) << forced.err;
+  EXPECT_THAT(forced.err, HasSubstr("warning: --no-certify"));
+  EXPECT_THAT(forced.out, HasSubstr("note          not certified (--no-certify)"));
+  EXPECT_THAT(forced.out, HasSubstr("certified: no"));
+}
+
+// A position given on the command line, and random positions drawn inside the admitted range.
+TEST_F(Flows, PositionsFromTheCommandLineAndTheCertificate) {
+  const std::string spec = (Source() / "examples" / "ops" / "rope.textproto").string();
+  const std::string prog = Path("p.textproto");
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", prog)).code, 0);
+  CliRun cert = Spatial("certify " + prog);
+  EXPECT_THAT(cert.out, testing::ContainsRegex("run input pos +admitted in \\[1, 4096\\]"));
+  CliRun at = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --input pos=4096 --quiet"));
+  EXPECT_EQ(at.code, 0) << at.err;
+  CliRun past = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --input pos=4097 --quiet"));
+  EXPECT_EQ(past.code, 1);
+  EXPECT_THAT(past.err, HasSubstr("IndexOutOfRange"));
+  CliRun list = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --input pos=1,2 --quiet"));
+  EXPECT_EQ(list.code, 2);
+  EXPECT_THAT(list.err, HasSubstr("2 value(s) for tensor 'pos' of 1x1"));
+  for (int seed = 1; seed <= 20; ++seed) {
+    CliRun r = Spatial(absl::StrCat("vm ", prog, " --random-inputs=", seed, " --quiet --output-dir=", Path("o")));
+    ASSERT_EQ(r.code, 0) << "seed " << seed << ": " << r.err;
+    absl::StatusOr<NpyArray> pos = ReadNpy(Path("o/inputs/pos.npy"));
+    ASSERT_TRUE(pos.ok());
+    EXPECT_GE(pos->values[0], 1);
+    EXPECT_LE(pos->values[0], 4096);
+  }
+}
+
+}  // namespace
+}  // namespace spatial
