@@ -18,6 +18,7 @@
 #include "sim/machine/machine.h"
 #include "absl/strings/str_format.h"
 #include "sim/report/error_stats.h"
+#include "sim/report/progress_line.h"
 #include "sim/report/svg.h"
 #include "sim/report/timeline.h"
 #include "sim/report/verdict.h"
@@ -82,41 +83,6 @@ absl::StatusOr<std::vector<int64_t>> FoldBlocks(const Composition& c, const Tens
   }
   return blocks;
 }
-
-// A progress line on stderr that rewrites itself in place: silent for the first two seconds (short runs print
-// nothing) and at most four updates a second; cleared when the run ends so the report starts on a clean line.
-class ProgressLine {
- public:
-  explicit ProgressLine(bool on) : on_(on), start_(std::chrono::steady_clock::now()) {}
-  ~ProgressLine() {
-    if (shown_) std::fprintf(stderr, "\r%*s\r", static_cast<int>(width_), "");
-  }
-  void Update(const std::string& what) {
-    if (!on_) return;
-    const auto now = std::chrono::steady_clock::now();
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
-    if (elapsed < 2.0 || (shown_ && std::chrono::duration<double>(now - last_).count() < 0.25)) return;
-    last_ = now;
-    const std::string line = absl::StrFormat("simulate: %s (%.0f s)", what, elapsed);
-    width_ = std::max(width_, line.size());
-    std::fprintf(stderr, "\r%-*s", static_cast<int>(width_), line.c_str());
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  // A VmOptions::progress callback that names the pass.
-  std::function<void(int, int, int64_t, int64_t)> VmCallback(std::string pass) {
-    if (!on_) return nullptr;
-    return [this, pass](int section, int sections, int64_t item, int64_t items) {
-      Update(absl::StrFormat("%s: section %d/%d, item %d/%d", pass, section + 1, sections, item + 1, items));
-    };
-  }
-
- private:
-  bool on_;
-  bool shown_ = false;
-  size_t width_ = 0;
-  std::chrono::steady_clock::time_point start_, last_;
-};
 
 // The whole simulation, in this process. Runs SystemC: callable once per process.
 absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& target, const TensorMap& inputs,

@@ -1,8 +1,11 @@
 // `spatial vm`: runs a program on the f64 reference VM with inputs from .npy files or a seed, and writes every
 // result (and every input, so the run can be repeated) as .npy.
+#include <unistd.h>
+
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "sim/report/progress_line.h"
 #include "sim/vm/vm.h"
 #include "targets/loader.h"
 #include "tools/command_common.h"
@@ -38,7 +41,11 @@ int RunVm(const cli::ParsedArgs& args) {
     for (const std::string& n : notes) std::cerr << where << ": note: " << n << "\n";
   }
 
-  absl::StatusOr<TensorMap> out = RunComposition(*c, c->tile_rows, c->tile_cols, *inputs);
+  VmOptions options;
+  ProgressLine progress(!args.GetBool("quiet") && isatty(STDERR_FILENO), "vm");
+  options.progress = progress.VmCallback("running");
+  absl::StatusOr<TensorMap> out = RunComposition(*c, c->tile_rows, c->tile_cols, *inputs, options);
+  progress.Done();
   if (!out.ok()) {
     cli::PrintError(std::cerr, where, out.status());
     return cli::kExitFailed;
