@@ -1,0 +1,123 @@
+// The admitted ranges of run inputs (certify/admitted_inputs.h) against the VM, which is the meaning: at both ends
+// of the admitted range the program runs fault-free, one past either end it faults. The range is neither too
+// narrow (random inputs would miss real positions) nor too wide (random runs would fault). And ExactLineage
+// (sim/simulate.h): an exact section copying an approximate result is approximate.
+#include <string>
+
+#include "certify/admitted_inputs.h"
+#include "gtest/gtest.h"
+#include "lowerings/registry.h"
+#include "sim/simulate.h"
+#include "sim/vm/vm.h"
+#include "spatial/proto_file.h"
+#include "spatial/tensor_data.h"
+#include "targets/loader.h"
+
+namespace spatial {
+namespace {
+
+struct Case {
+  std::string name;
+  std::string spec;   // an OpSpec text proto
+  std::string input;  // the integer run input whose range is admitted
+  int64_t lo = 0;     // the expected admitted range
+  int64_t hi = 0;
+};
+
+Composition LowerText(const std::string& text, const Target& t) {
+  proto::OpSpec spec;
+  EXPECT_TRUE(ParseTextProto(text, "spec", &spec).ok());
+  absl::StatusOr<Composition> c = Lower(spec, t);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : Composition{};
+}
+
+// Every run input filled (floats 0.5, integers 1), `input` set to `v`.
+TensorMap Inputs(const Composition& c, const std::string& input, int64_t v) {
+  TensorMap m;
+  for (const Tensor& t : CompositionInputs(c)) {
+    TensorData d{t.rows, t.cols, t.precision, std::vector<double>(static_cast<size_t>(t.rows * t.cols),
+                                                                  IsInteger(t.precision) ? 1.0 : 0.5)};
+    if (t.name == input) d.values.assign(d.values.size(), static_cast<double>(v));
+    m[t.name] = std::move(d);
+  }
+  return m;
+}
+
+class AdmittedInputs : public testing::TestWithParam<Case> {};
+
+TEST_P(AdmittedInputs, TheRangeIsExactlyWhereTheVmRunsFaultFree) {
+  const Case& k = GetParam();
+  absl::StatusOr<Target> t = LoadTarget("test_tiny");
+  ASSERT_TRUE(t.ok());
+  Composition c = LowerText(k.spec, *t);
+  std::vector<proto::AdmittedInput> admitted = AdmitInputs(c, *t);
+  const proto::AdmittedInput* a = nullptr;
+  for (const proto::AdmittedInput& x : admitted) {
+    if (x.tensor() == k.input) a = &x;
+  }
+  ASSERT_NE(a, nullptr) << "no admitted range for " << k.input;
+  EXPECT_EQ(a->admitted().lo(), k.lo);
+  EXPECT_EQ(a->admitted().hi(), k.hi);
+  EXPECT_GE(a->guards_size(), 1);
+  for (int64_t v : {k.lo, k.hi, (k.lo + k.hi) / 2}) {
+    absl::StatusOr<TensorMap> ok = RunComposition(c, c.tile_rows, c.tile_cols, Inputs(c, k.input, v));
+    EXPECT_TRUE(ok.ok()) << k.input << " = " << v << ": " << ok.status();
+  }
+  for (int64_t v : {k.lo - 1, k.hi + 1}) {
+    absl::StatusOr<TensorMap> bad = RunComposition(c, c.tile_rows, c.tile_cols, Inputs(c, k.input, v));
+    EXPECT_FALSE(bad.ok()) << k.input << " = " << v << " ran although outside the admitted range";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, AdmittedInputs,
+    testing::Values(
+        Case{"rows_gather", "out: 'x' operands { name: 'table' } operands { name: 'tokens' } "
+                            "rows_gather { rows: 100 cols: 64 count: 3 float: true }",
+             "tokens", 1, 100},
+        Case{"row_gather", "out: 'x' operands { name: 'table' } operands { name: 'token' } "
+                           "row_gather { rows: 77 cols: 32 index { named: 'token' } float: true }",
+             "token", 1, 77},
+        Case{"set_row_dense", "out: 'cache' operands { name: 'cache' } operands { name: 'k' } "
+                              "operands { name: 'pos' } set_row { rows: 64 cols: 32 count: 1 "
+                              "index { named: 'pos' } float: true dense: true }",
+             "pos", 1, 64},
+        Case{"rope", "out: 'q_rot' operands { name: 'q' } operands { name: 'rope_cos' } "
+                     "operands { name: 'rope_sin' } operands { name: 'pos' } rope { h: 2 hd: 16 half: 8 rows: 1 "
+                     "from { named: 'pos' } cache: 40 theta: 1e6 }",
+             "pos", 1, 40},
+        Case{"attention_decode", "out: 'ctx' operands { name: 'q' } operands { name: 'k_cache' } "
+                                 "operands { name: 'v_cache' } operands { name: 'pos' } attention { h: 4 kv: 2 "
+                                 "hd: 16 vd: 16 l: 48 rows: 1 pos { named: 'pos' } }",
+             "pos", 1, 48}),
+    [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+TEST(AdmittedInputs, NothingToAdmitWithoutIntegerRunInputs) {
+  absl::StatusOr<Target> t = LoadTarget("test_tiny");
+  ASSERT_TRUE(t.ok());
+  Composition c = LowerText("out: 'y' operands { name: 'x' } silu { n: 100 }", *t);
+  EXPECT_TRUE(AdmitInputs(c, *t).empty());
+}
+
+TEST(ExactLineage, AnExactCopyOfAnApproximateResultIsApproximate) {
+  absl::StatusOr<Target> t = LoadTarget("test_tiny");
+  ASSERT_TRUE(t.ok());
+  Composition c = LowerText("out: 'ctx' operands { name: 'q' } operands { name: 'k_cache' } "
+                            "operands { name: 'v_cache' } operands { name: 'pos' } attention { h: 4 kv: 2 "
+                            "hd: 16 vd: 16 l: 48 rows: 1 pos { named: 'pos' } }",
+                            *t);
+  ASSERT_GE(c.sections.size(), 2u);
+  ASSERT_TRUE(c.sections.back().claim.exact) << "the final relayout is pure data movement";
+  EXPECT_FALSE(ExactLineage(c, "ctx"));
+  // The grouped copy of q before the fold reads only inputs: exact.
+  bool some_exact = false;
+  for (const Tensor& r : CompositionResults(c)) some_exact |= ExactLineage(c, r.name);
+  EXPECT_TRUE(some_exact);
+  // A pure data-movement op from inputs is exact end to end.
+  Composition tr = LowerText("out: 'y' operands { name: 'x' } transpose { rows: 4 cols: 8 float: true }", *t);
+  EXPECT_TRUE(ExactLineage(tr, "y"));
+}
+
+}  // namespace
+}  // namespace spatial
