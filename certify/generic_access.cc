@@ -12,16 +12,17 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "certify/codes.h"
+#include "spatial/limits.h"
 
 namespace spatial::certify {
 namespace {
 
 // Bounds on the walk, so a hostile body (deep, or a DAG whose expansion is huge) costs bounded time and stack:
 // depth is counted in units of Eval's frame (~180 bytes), a nested Select costing kSelectDepth of them, so the
-// walk never needs more than ~2 MB of stack. Band chains and arithmetic chains as deep as FromProto admits
-// (8192) stay well inside it.
-constexpr int kMaxDepth = 10000;
+// walk never needs more than ~2 MB of stack. Any body the limits admit (spatial/limits.h kMaxBodyDepth, even one
+// of nested Selects only) stays inside it, so every valid body is certified or refused for what it does.
 constexpr int kSelectDepth = 5;
+constexpr int kMaxDepth = static_cast<int>(kMaxBodyDepth) * kSelectDepth;
 constexpr int64_t kMaxVisits = int64_t{1} << 23;  // FromProto admits 2^22 expanded nodes; regions add a walk
 
 int AxisOf(LoopVar v) {

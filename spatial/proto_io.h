@@ -14,17 +14,12 @@
 #include "absl/status/statusor.h"
 #include "proto/program.pb.h"
 #include "spatial/body.h"
+#include "spatial/limits.h"
 #include "spatial/program.h"
 
 namespace spatial {
 
-// Limits on a body read from the wire. Nodes: the flattened list. Depth: the longest root-to-leaf path, bounded
-// because every body walker (BodyToString, BodySlotCount, the VM) recurses. Expanded: the node count with shared
-// subtrees counted once per use, bounded because recursive walkers visit a shared subtree once per use (a chain
-// of 64 nodes each using the previous one twice would otherwise cost 2^64 steps).
-inline constexpr int64_t kMaxBodyNodes = int64_t{1} << 20;
-inline constexpr int64_t kMaxBodyDepth = 8192;
-inline constexpr int64_t kMaxBodyExpandedNodes = int64_t{1} << 22;
+// Limits on a body read from the wire: kMaxBodyNodes, kMaxBodyDepth, kMaxBodyExpandedNodes (spatial/limits.h).
 
 proto::Composition ToProto(const Composition& c);
 absl::StatusOr<Composition> FromProto(const proto::Composition& p);

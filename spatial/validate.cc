@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spatial/body.h"
+#include "spatial/limits.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -366,7 +367,44 @@ class SectionChecker {
       return Bad(where, "generic.body",
                  absl::StrCat("reads ", slots, " input slots (BodySlotCount) but the stage has ", num_ins, " ins"));
     }
+    // The depth every reader admits (spatial/limits.h), so a body built in C++ is held to the limit a body read
+    // from the wire is: what validates certifies, and what certifies runs.
+    const int64_t depth = BodyDepth(root.get());
+    if (depth > kMaxBodyDepth) {
+      return Bad(where, "generic.body",
+                 absl::StrCat("depth ", depth, " exceeds the limit of ", kMaxBodyDepth, " (spatial/limits.h)"));
+    }
     return absl::OkStatus();
+  }
+
+  // The longest root-to-leaf path, each shared node once, iteratively (a hostile body must not overflow the
+  // stack); every child was checked defined by CheckBody's walk.
+  static int64_t BodyDepth(const BodyNode* root) {
+    std::unordered_map<const BodyNode*, int64_t> depth;
+    std::vector<std::pair<const BodyNode*, bool>> todo{{root, false}};
+    auto children = [](const BodyNode* n) {
+      std::vector<const BodyNode*> out;
+      for (const Body* c : {&n->a, &n->b, &n->c}) {
+        if (c->defined()) out.push_back(c->get());
+      }
+      return out;
+    };
+    while (!todo.empty()) {
+      auto [n, expanded] = todo.back();
+      todo.pop_back();
+      if (depth.count(n)) continue;
+      if (!expanded) {
+        todo.push_back({n, true});
+        for (const BodyNode* k : children(n)) {
+          if (!depth.count(k)) todo.push_back({k, false});
+        }
+        continue;
+      }
+      int64_t d = 0;
+      for (const BodyNode* k : children(n)) d = std::max(d, depth[k]);
+      depth[n] = d + 1;
+    }
+    return depth[root];
   }
 
   static std::string BodyOpName(BodyOp op) {

@@ -552,6 +552,68 @@ absl::Status CheckRunLength(const std::vector<SectionPlan>& plans, const Machine
   return absl::OkStatus();
 }
 
+// Every tile a Load or Store forms, for every item and fold block the run executes, lies in its tensor: the
+// machine refuses, as the VM does, to time an access outside memory (a program run with --no-certify and no
+// values would otherwise report cycles for reading tile 1000 of a 4-tile tensor). An address is affine in the
+// item coordinates and the block, so its extremes are at the first and last block and at the block's corners;
+// an indirect origin is checked at both ends of its admitted range (the value is known only to the VM).
+absl::Status CheckAddresses(const SectionPlan& sp, int64_t tile_rows, int64_t tile_cols) {
+  const Section& s = *sp.section;
+  for (size_t si = 0; si < s.stages.size(); ++si) {
+    const Stage& st = s.stages[si];
+    const AccessPattern* pat = nullptr;
+    TensorId tensor = -1;
+    if (const auto* l = std::get_if<Load>(&st.op)) {
+      pat = &l->pattern;
+      tensor = l->tensor;
+    } else if (const auto* w = std::get_if<Store>(&st.op)) {
+      pat = &w->pattern;
+      tensor = w->tensor;
+    }
+    if (pat == nullptr) continue;
+    const Tensor& t = s.tensors[tensor];
+    const int64_t tiles = ((t.rows + tile_rows - 1) / tile_rows) * ((t.cols + tile_cols - 1) / tile_cols);
+    const int64_t last_block = st.phase == Phase::kBody ? std::max<int64_t>(0, sp.blocks - 1) : 0;
+    if (st.phase == Phase::kBody && sp.blocks == 0) continue;  // a fold of no blocks runs no body stage
+    std::vector<int64_t> indirect = {0};
+    if (pat->origin.indirect) indirect = {pat->origin.indirect->lo, pat->origin.indirect->hi};
+    for (const WorkItem& item : s.items) {
+      for (int64_t block : {int64_t{0}, last_block}) {
+        for (int64_t v : indirect) {
+          for (int64_t i : {int64_t{0}, pat->block_h - 1}) {
+            for (int64_t j : {int64_t{0}, pat->block_w - 1}) {
+              int64_t a = pat->origin.base;
+              bool overflow = false;
+              auto add = [&](int64_t coef, int64_t x) {
+                int64_t p = 0;
+                overflow |= __builtin_mul_overflow(coef, x, &p);
+                overflow |= __builtin_add_overflow(a, p, &a);
+              };
+              for (const Term& term : pat->origin.steps) {
+                add(term.second, term.first == LoopVar::kItemY   ? item.y
+                                 : term.first == LoopVar::kItemX ? item.x
+                                 : term.first == LoopVar::kKBlock ? block
+                                                                   : 0);
+              }
+              if (pat->origin.indirect) add(pat->origin.indirect->tile_stride, v);
+              add(pat->stride_h, i);
+              add(pat->stride_w, j);
+              if (overflow || a < 0 || a >= tiles) {
+                return absl::OutOfRangeError(absl::StrCat(
+                    "TileOutOfRange: section '", s.name, "' item ", item.id, " stage '", st.name, "' (#", si,
+                    "): ", overflow ? "an address that overflows int64" : absl::StrCat("tile ", a), " of tensor '",
+                    t.name, "' (", tiles, " tiles)", st.phase == Phase::kBody ? absl::StrCat(" at block ", block) : "",
+                    pat->origin.indirect ? absl::StrCat(" with the index at ", v) : ""));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& target, const MachineOptions& options) {
@@ -579,6 +641,7 @@ absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& tar
   }
 
   RETURN_IF_ERROR(CheckRunLength(plans, params));
+  for (const SectionPlan& sp : plans) RETURN_IF_ERROR(CheckAddresses(sp, target.tile_rows(), target.tile_cols()));
   // Before SystemC's first use: its banner would otherwise go to stdout.
   setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 1);
   try {

@@ -8,12 +8,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "sim/vm/exact_math.h"
+#include "spatial/limits.h"
 
 namespace spatial::vm_internal {
 namespace {
 
 constexpr int kMaxSlots = 4096;
-constexpr int kMaxBodyDepth = 2000;
 constexpr size_t kMaxInstrs = size_t{1} << 20;
 // Offsets are computed in int64 without per-point overflow checks; Compile proves every reachable offset of a
 // map is below this bound in magnitude, so the sums cannot overflow.

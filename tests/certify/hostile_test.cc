@@ -14,7 +14,11 @@
 #include "google/protobuf/reflection.h"
 #include "gtest/gtest.h"
 #include "spatial/proto_io.h"
+#include "spatial/limits.h"
 #include "tests/certify/test_programs.h"
+#ifdef SPATIAL_HAVE_VM
+#include "sim/vm/vm.h"
+#endif
 
 namespace spatial {
 namespace {
@@ -160,6 +164,50 @@ TEST(Hostile, SharedSubtreesWithExponentialExpansionAreBounded) {
   std::get<Generic>(p.t.mutable_section().stages[p.gen].op).body = b;
   CertifyResult r = Certify(p.Build(), certify_testing::Tiny());
   ASSERT_TRUE(certify_testing::OnlyCode(r, "MALFORMED")) << certify_testing::Explain(r);
+}
+
+}  // namespace
+}  // namespace spatial
+
+namespace spatial {
+namespace {
+
+using namespace certify_testing;  // NOLINT: the shared builders (Template helpers, Tiny, Explain)
+
+// y = x + 1 + 1 + ... : a body `depth` nodes deep, built in C++ (not through the wire parser).
+Composition DeepBody(int64_t depth) {
+  Body b = Op(0);
+  for (int64_t i = 1; i < depth; ++i) b = Add(b, Const(1.0));
+  Template t{8, 8};
+  const TensorId x = t.AddTensor("x", TensorRole::kInput, 1, 16, Precision::kBf16, TensorInit::External());
+  const TensorId y = t.AddTensor("y", TensorRole::kOutput, 1, 16, Precision::kBf16, TensorInit::Zero());
+  const BufferId in = t.AddBuffer("in", 2, Precision::kBf16);
+  const BufferId out = t.AddBuffer("out", 2, Precision::kBf16);
+  const StageId load = t.AddLoad("load_x", x, {}, 2, in);
+  const StageId gen = t.AddGeneric("deep", FlatSpace(16), {in}, {At(0)}, At(0), b, out);
+  const StageId store = t.AddStore("store_y", y, {}, 2, out);
+  t.AddEdge(load, in, gen);
+  t.AddEdge(gen, out, store);
+  return Compose(t.Finish("deep", WholeRow(2), Precision::kFp32, NumericsClaim::Approx("adds")));
+}
+
+// The finding: a body 2002 nodes deep certified and the VM refused it (three limits: 8192, 2000, 10000). Now one
+// limit (spatial/limits.h): at the limit it certifies and runs; one past it neither certifies nor runs.
+TEST(HostileLimits, CertifiedBodiesRunAndRefusedOnesDoNot) {
+  const Composition at = DeepBody(kMaxBodyDepth);
+  EXPECT_TRUE(Certify(at, Tiny()).ok()) << Explain(Certify(at, Tiny()));
+#ifdef SPATIAL_HAVE_VM
+  TensorMap in;
+  in["x"] = TensorData{1, 16, Precision::kBf16, std::vector<double>(16, 0.5)};
+  EXPECT_TRUE(RunComposition(at, 8, 8, in).ok());
+#endif
+  const Composition past = DeepBody(kMaxBodyDepth + 2);
+  const CertifyResult r = Certify(past, Tiny());
+  EXPECT_TRUE(OnlyCode(r, "MALFORMED"));
+  EXPECT_NE(Explain(r).find("exceeds the limit of 2000"), std::string::npos) << Explain(r);
+#ifdef SPATIAL_HAVE_VM
+  EXPECT_FALSE(RunComposition(past, 8, 8, in).ok());
+#endif
 }
 
 }  // namespace

@@ -292,6 +292,11 @@ TEST_F(SpatialCli, SimulateReportsAndCompares) {
   EXPECT_EQ(fault.code, 1);
   EXPECT_THAT(fault.err, HasSubstr("warning: --no-certify"));
   EXPECT_THAT(fault.err, HasSubstr("TileOutOfRange"));
+  // Timing alone computes no value, yet the machine refuses to time a load outside its tensor.
+  CliRun timed = Spatial("simulate " + faulty + " --timing-only --no-certify");
+  EXPECT_EQ(timed.code, 1);
+  EXPECT_THAT(timed.err, HasSubstr("TileOutOfRange: section 'silu_64' item 0 stage 'load_x' (#0): tile 1000 of tensor "
+                                   "'x' (8 tiles)"));
 }
 
 TEST_F(SpatialCli, DemoPasses) {
