@@ -35,8 +35,6 @@ inline constexpr std::string_view kItemsOverlap = "ITEMS_OVERLAP";
 inline constexpr std::string_view kTripOutOfRange = "TRIP_OUT_OF_RANGE";
 // The composition was built for a different tile shape than the target's.
 inline constexpr std::string_view kTargetMismatch = "TARGET_MISMATCH";
-// A section needs more page FIFOs on one site than the target has circular buffers (num_cbs).
-inline constexpr std::string_view kCbCountExceeded = "CB_COUNT_EXCEEDED";
 // Structurally invalid: ids out of range, wrong arity, absurd sizes (spatial/validate.h), or unparsable.
 inline constexpr std::string_view kMalformed = "MALFORMED";
 

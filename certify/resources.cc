@@ -40,15 +40,6 @@ void CheckFootprint(SectionContext& ctx) {
   ctx.proof.set_local_mem_bytes(cap);
   ctx.proof.set_footprint_margin_bytes(ToInt64(Wide{cap} - total));
   ctx.proof.set_buffers(static_cast<int64_t>(s.buffers.size()));
-  // Every buffer is a circular buffer of the site (tt-metal allocates one CB id per FIFO, scratch ones too), and a
-  // core has num_cbs of them: a section with more cannot be configured whatever its bytes.
-  const int64_t cbs = ctx.target.proto().num_cbs();
-  if (cbs > 0 && static_cast<int64_t>(s.buffers.size()) > cbs) {
-    ctx.Diag(codes::kCbCountExceeded, -1, "buffers", absl::StrCat("<= ", cbs, " buffers (num_cbs)"),
-             absl::StrCat(s.buffers.size(), " buffers"),
-             absl::StrCat("the section's ", s.buffers.size(), " buffers are page FIFOs of one site, but target '",
-                          ctx.target.name(), "' has ", cbs, " circular buffers per site (num_cbs)"));
-  }
   if (total > cap) {
     const Buffer& big = s.buffers[largest_at];
     ctx.Diag(codes::kFootprintExceeded, -1, "buffers", absl::StrCat("<= ", cap, " bytes"),

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "certify/certify.h"
 #include "certify/codes.h"
 #include "google/protobuf/descriptor.h"
@@ -190,37 +189,6 @@ Composition DeepBody(int64_t depth) {
   t.AddEdge(load, in, gen);
   t.AddEdge(gen, out, store);
   return Compose(t.Finish("deep", WholeRow(2), Precision::kFp32, NumericsClaim::Approx("adds")));
-}
-
-// y = x through a chain of `copies` Generic copies: copies + 1 buffers, every one used.
-Composition CopyChain(int copies) {
-  Template t{8, 8};
-  const TensorId x = t.AddTensor("x", TensorRole::kInput, 1, 16, Precision::kBf16, TensorInit::External());
-  const TensorId y = t.AddTensor("y", TensorRole::kOutput, 1, 16, Precision::kBf16, TensorInit::Zero());
-  BufferId prev = t.AddBuffer("b0", 2, Precision::kBf16);
-  StageId from = t.AddLoad("load_x", x, {}, 2, prev);
-  for (int i = 1; i <= copies; ++i) {
-    const BufferId next = t.AddBuffer(absl::StrCat("b", i), 2, Precision::kBf16);
-    const StageId copy = t.AddGeneric(absl::StrCat("copy", i), FlatSpace(16), {prev}, {At(0)}, At(0), Op(0), next);
-    t.AddEdge(from, prev, copy);
-    from = copy;
-    prev = next;
-  }
-  const StageId store = t.AddStore("store_y", y, {}, 2, prev);
-  t.AddEdge(from, prev, store);
-  return Compose(t.Finish("chain", WholeRow(2), Precision::kFp32, NumericsClaim::Exact()));
-}
-
-// A site has num_cbs (32) circular buffers: 32 buffers certify, 33 do not, whatever their bytes.
-TEST(HostileLimits, BuffersFitTheCircularBufferCount) {
-  ASSERT_EQ(Tiny().proto().num_cbs(), 32);
-  EXPECT_TRUE(Certify(CopyChain(31), Tiny()).ok()) << Explain(Certify(CopyChain(31), Tiny()));
-  const CertifyResult r = Certify(CopyChain(32), Tiny());
-  EXPECT_TRUE(OnlyCode(r, "CB_COUNT_EXCEEDED")) << Explain(r);
-  EXPECT_NE(Explain(r).find("the section's 33 buffers are page FIFOs of one site, but target 'test_tiny' has 32 "
-                            "circular buffers per site (num_cbs)"),
-            std::string::npos)
-      << Explain(r);
 }
 
 // The finding: a body 2002 nodes deep certified and the VM refused it (three limits: 8192, 2000, 10000). Now one
