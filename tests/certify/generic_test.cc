@@ -5,6 +5,7 @@
 
 #include "certify/certify.h"
 #include "gtest/gtest.h"
+#include "spatial/limits.h"
 #include "tests/certify/test_programs.h"
 
 namespace spatial {
@@ -65,13 +66,14 @@ TEST(Select, NestedBandsEachUnderItsPathCondition) {
 }
 
 TEST(Select, LongBandChainIsWalkedNotRecursed) {
-  // 20,000 bands on K (deeper than any recursion limit): band k reads c for K < k. Each band is proven.
+  // As many bands on K as a body may be deep (spatial/limits.h: the limit the VM runs too): band k reads c for
+  // K < k. Each band is proven. (A deeper chain is MALFORMED: it certified once and then could not run.)
   Scale2 p;
   Generic& g = std::get<Generic>(p.t.mutable_section().stages[p.gen].op);
   g.iters = {{LoopVar::kRow, 1, IterKind::kParallel}, {LoopVar::kCol, 16, IterKind::kParallel},
-             {LoopVar::kK, 20000, IterKind::kParallel}};
+             {LoopVar::kK, kMaxBodyDepth, IterKind::kParallel}};
   Body body = Op(0);
-  for (int k = 20000; k >= 1; --k) body = Select(Pred::Lt(LoopVar::kK, k), Op(0), body);
+  for (int64_t k = kMaxBodyDepth - 1; k >= 1; --k) body = Select(Pred::Lt(LoopVar::kK, k), Op(0), body);
   g.body = body;
   CertifyResult r = Certify(p.Build(), Tiny());
   EXPECT_TRUE(r.ok()) << Explain(r);
