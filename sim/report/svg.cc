@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spatial/proto_file.h"
 
 namespace spatial {
 namespace {
@@ -48,26 +49,6 @@ constexpr std::array<const char*, kNumEngines> kEngineColors = {"#4e79a7", "#f28
 constexpr std::array<const char*, 2> kSectionColors = {"#c6dbef", "#9ecae1"};
 
 std::string Eng(int e) { return std::string(EngineName(static_cast<Engine>(e))); }
-
-struct FileCloser {
-  void operator()(FILE* f) const {
-    if (f != nullptr) std::fclose(f);
-  }
-};
-using File = std::unique_ptr<FILE, FileCloser>;
-
-absl::StatusOr<File> OpenForWrite(const std::string& path) {
-  File f(std::fopen(path.c_str(), "w"));
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot write '", path, "': ", std::strerror(errno)));
-  return f;
-}
-
-absl::Status Close(File f, const std::string& path) {
-  bool bad = std::ferror(f.get()) != 0;
-  bad |= std::fclose(f.release()) != 0;
-  if (bad) return absl::DataLossError(absl::StrCat("error writing '", path, "'"));
-  return absl::OkStatus();
-}
 
 // Text for element content and attribute values. Control characters XML 1.0 forbids are dropped, not escaped
 // (no escape makes them legal).
@@ -325,17 +306,8 @@ std::string RenderSvg(const TimelineInfo& info, const std::vector<Span>& spans, 
 
 absl::Status WriteSvg(const std::string& path, const TimelineInfo& info, const std::vector<Span>& spans,
                       const proto::SimReport& report) {
-  const std::string svg = RenderSvg(info, spans, report);
-  if (path == "-") {
-    std::fwrite(svg.data(), 1, svg.size(), stdout);
-    if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) return absl::DataLossError("error writing stdout");
-    return absl::OkStatus();
-  }
-  auto f_or = OpenForWrite(path);
-  if (!f_or.ok()) return f_or.status();
-  File f = std::move(f_or).value();
-  std::fwrite(svg.data(), 1, svg.size(), f.get());
-  return Close(std::move(f), path);
+  // One writer of whole files for the project ("-" is stdout), as the report and programs use.
+  return WriteStringToFile(path, RenderSvg(info, spans, report));
 }
 
 }  // namespace spatial
