@@ -11,6 +11,7 @@
 #include "lowerings/flat_build.h"
 #include "lowerings/index.h"
 #include "lowerings/row_blocks.h"
+#include "lowerings/size_budget.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
@@ -108,6 +109,9 @@ absl::StatusOr<Composition> BlockedArgMax(const proto::OpSpec& spec, const Opera
   const std::vector<int64_t> fans = MergeFans(nb, blk);
   const int64_t slots = std::max<int64_t>(
       1, std::accumulate(fans.begin(), fans.end(), int64_t{1}, [](int64_t p, int64_t f) { return p * f; }));
+  // One item and four table tiles per slot of the merge tree: checked before the table is built.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("an argmax of ", n), slots));
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("an argmax of ", n), CheckedMul(CheckedMul(slots, 4), tw)));
   const int64_t last_start_t = x_tiles - blk;
   // Per block, four index tiles: the start TILE (the gather's index: our IndirectTile counts tiles, where the seed's
   // divides an element start by elems_per_tile), the start position (the position base), the live bound `limit + 1`
@@ -188,6 +192,7 @@ absl::StatusOr<Composition> BlockedArgMax(const proto::OpSpec& spec, const Opera
     t.AddEdge(s_pos, pos, s_pack);
     const StageId st = t.AddStore("store_partial", part, {{LoopVar::kItemX, 1}}, 1, out);
     t.AddEdge(s_pack, out, st);
+    RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("an argmax of ", spec.argmax().n()), slots));
     ASSIGN_OR_RETURN(Composition blocks, FinishSection(t, absl::StrCat("argmax_blocks_", n, "_b", blk),
                                                        ItemsPerTile(slots), acc, NumericsClaim::Exact(), target));
     c.sections.push_back(std::move(blocks.sections[0]));
@@ -246,6 +251,7 @@ absl::StatusOr<Composition> BlockedArgMax(const proto::OpSpec& spec, const Opera
       t.AddEdge(s_pos, pos, s_pack);
       const StageId st = t.AddStore("store_partial", part_out, {{LoopVar::kItemX, 1}}, 1, o);
       t.AddEdge(s_pack, o, st);
+      RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("an argmax merge of ", n_out), n_out));
       merged = FinishSection(t, name, ItemsPerTile(n_out), acc, NumericsClaim::Exact(), target);
     }
     if (!merged.ok()) return merged.status();

@@ -5,6 +5,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lowerings/size_budget.h"
+#include "spatial/checked.h"
 #include "spatial/maps.h"
 
 namespace spatial {
@@ -72,9 +74,23 @@ int64_t RowBlock(int64_t row_t, const Target& target) {
   return 1;
 }
 
-std::pair<int64_t, int64_t> PointwiseShape(int64_t rows, int64_t cols, int64_t n) {
-  if (rows * cols == n) return {rows, cols};
-  return {1, n};
+absl::StatusOr<std::pair<int64_t, int64_t>> PointwiseShape(std::string_view kind, int64_t rows, int64_t cols,
+                                                           int64_t n) {
+  if (rows < 0 || cols < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(kind), " spec has a negative shape (", rows, " x ", cols, ")"));
+  }
+  if (rows == 0 && cols == 0) return std::pair<int64_t, int64_t>{1, n};
+  // A shape that does not hold the op's n elements is a contradiction in the spec, never a hint to ignore: the
+  // program's tensors would not be the shape its caller lays the data out in.
+  const std::optional<int64_t> elems = CheckedMul(rows, cols);
+  if (elems != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(kind), " spec's shape_rows x shape_cols = ", rows, " x ", cols, " = ",
+        elems ? absl::StrCat(*elems, " elements") : std::string("more elements than int64 counts"),
+        " disagrees with ", std::string(kind), ".n = ", n));
+  }
+  return std::pair<int64_t, int64_t>{rows, cols};
 }
 
 namespace {
@@ -151,6 +167,15 @@ absl::StatusOr<FillValues> ValuesOf(const proto::Fill& fill, int64_t n) {
 
 absl::StatusOr<TensorInit> InitOf(const proto::Fill& fill, int64_t n) {
   if (fill.kind_case() == proto::Fill::kConstF) return TensorInit::ConstF(fill.const_f());
+  if (fill.kind_case() == proto::Fill::KIND_NOT_SET || fill.kind_case() == proto::Fill::kUnknown) {
+    return TensorInit::External();
+  }
+  // Every other fill is materialized, one value per element, into the program (size_budget.h, kMaxFillValues).
+  if (n < 0) return absl::InvalidArgumentError(absl::StrCat("a fill of a negative element count (", n, ")"));
+  if (n > kMaxFillValues) {
+    return NotLowered(absl::StrCat("a known fill of ", n, " values, more than the ", kMaxFillValues,
+                                   " a program embeds (an operand this large is a run-time input)"));
+  }
   ASSIGN_OR_RETURN(FillValues v, ValuesOf(fill, n));
   if (!v.known) return TensorInit::External();
   if (v.is_int) return TensorInit::Values(std::move(v.ints));

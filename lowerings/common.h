@@ -67,8 +67,12 @@ bool RowNeedsBlocking(int64_t cols, const Target& target);
 // The largest divisor of row_t no larger than min(row_t, RowBlockTiles): the tiles one item moves (160 -> 8).
 int64_t RowBlock(int64_t row_t, const Target& target);
 
-// The shape a pointwise op maps over: rows x cols when it accounts for the n elements, else 1 x n.
-std::pair<int64_t, int64_t> PointwiseShape(int64_t rows, int64_t cols, int64_t n);
+// The shape a pointwise op maps over: 1 x n when the spec's shape is unset (both 0), else its rows x cols, which
+// must account for the n elements. A negative shape is InvalidArgument "{kind} spec has a negative shape (-1 x 4)";
+// one that does not hold n (a product that disagrees, or overflows int64, or half a shape) is InvalidArgument
+// naming both: "silu spec's shape_rows x shape_cols = 2 x 4 = 8 elements disagrees with silu.n = 16".
+absl::StatusOr<std::pair<int64_t, int64_t>> PointwiseShape(std::string_view kind, int64_t rows, int64_t cols,
+                                                           int64_t n);
 
 // What is known of an operand's n values at lowering time, as the tensor's init: Unknown -> External, integer
 // fills -> Values, float fills -> ConstF / FloatValues. A fill that sets an element past n is InvalidArgument.

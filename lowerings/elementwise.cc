@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/flat_build.h"
+#include "lowerings/size_budget.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
@@ -46,6 +47,7 @@ absl::StatusOr<Composition> BlockedUnaryMap(const std::string& name, const std::
                                             Precision in, const Body& body, const OperandRef& x,
                                             const std::string& out, int64_t n, const Target& target) {
   const int64_t cols_t = TilesOf(n, target);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(kind, " n = ", n), cols_t));
   Template t(target.tile_rows(), target.tile_cols());
   ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, n));
   TensorId xt = t.AddTensor(x.name, TensorRole::kInput, 1, n, in, std::move(init));
@@ -69,12 +71,14 @@ absl::StatusOr<Composition> MatrixUnaryMap(const std::string& name, const std::s
                                            Precision in, const Body& body, const OperandRef& x,
                                            const std::string& out, int64_t rows, int64_t cols,
                                            const Target& target) {
-  Template t(target.tile_rows(), target.tile_cols());
-  ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, rows * cols));
-  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, rows, cols, in, std::move(init));
-  TensorId yt = t.AddTensor(out, TensorRole::kOutput, rows, cols, p, TensorInit::Zero());
+  ASSIGN_OR_RETURN(const int64_t elems, CheckedElements(absl::StrCat(kind, " shape"), rows, cols));
   const int64_t rows_t = CeilDiv(rows, target.tile_rows());
   const int64_t cols_t = CeilDiv(cols, target.tile_cols());
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(kind, " of ", rows, " x ", cols), CheckedMul(rows_t, cols_t)));
+  Template t(target.tile_rows(), target.tile_cols());
+  ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, elems));
+  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, rows, cols, in, std::move(init));
+  TensorId yt = t.AddTensor(out, TensorRole::kOutput, rows, cols, p, TensorInit::Zero());
   const std::vector<Term> steps = TileGridSteps(cols_t);
   BufferId xin = t.AddBuffer("in_x", 1, in);
   BufferId out_buf = t.AddBuffer("out", 1, p);
@@ -94,11 +98,8 @@ absl::StatusOr<Composition> Pointwise(const proto::OpSpec& spec, const std::stri
                                       std::optional<Precision> in_precision = std::nullopt) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, kind, 1));
   RETURN_IF_ERROR(CheckElements(kind, "n", n));
-  if (spec.shape_rows() < 0 || spec.shape_cols() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(kind, " spec has a negative shape (", spec.shape_rows(), " x ",
-                                                   spec.shape_cols(), ")"));
-  }
-  auto [rows, cols] = PointwiseShape(spec.shape_rows(), spec.shape_cols(), n);
+  ASSIGN_OR_RETURN(const auto shape, PointwiseShape(kind, spec.shape_rows(), spec.shape_cols(), n));
+  const auto [rows, cols] = shape;
   return UnaryMap(kind, kind, dp, body, ops[0], spec.out(), rows, cols, target, in_precision);
 }
 
@@ -215,6 +216,7 @@ absl::StatusOr<Composition> DenseDecay(const std::vector<OperandRef>& ops, const
   const int64_t tw = target.tile_cols();
   const int64_t rows_t = CeilDiv(rows, tr);
   const int64_t cols_t = CeilDiv(heads, tw);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("decay rows = ", rows, ", n = ", n), CheckedMul(rows_t, cols_t)));
   ASSIGN_OR_RETURN(Precision dt, ElemPrecision(target));
   Template t(tr, tw);
   ASSIGN_OR_RETURN(TensorInit ar_init, InitOf(ops[0].fill, n));

@@ -10,6 +10,7 @@
 #include "lowerings/flat_build.h"
 #include "lowerings/index.h"
 #include "lowerings/row_blocks.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -91,6 +92,7 @@ absl::StatusOr<Composition> TileRowGather(const proto::OpSpec& spec, const std::
   t.AddEdge(load, row, copy);
   const StageId st = t.AddStore(absl::StrCat("store_", spec.out()), x, {{LoopVar::kItemX, blk}}, blk, out);
   t.AddEdge(copy, out, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a row gather of rows of ", cols), row_t / blk));
   return FinishSection(t, absl::StrCat("row_gather_", rows, "x", cols), RowItems(row_t, blk), acc,
                        MovementClaim("row gather", g.float_(), dt), target);
 }
@@ -139,6 +141,7 @@ absl::StatusOr<Composition> DenseRowGather(const proto::OpSpec& spec, const std:
   const StageId st = t.AddStore(absl::StrCat("store_", spec.out()), x, steps, blk, out);
   t.AddEdge(lift, out, st);
   t.SetPlan(TileRowPlan(row_t, blk));
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a dense row gather of rows of ", cols), row_t / blk));
   return FinishSection(t, absl::StrCat("row_gather_", rows, "x", cols, "_dense"), RowItems(row_t, blk), acc,
                        MovementClaim("row gather", g.float_(), dt), target);
 }
@@ -158,6 +161,9 @@ absl::StatusOr<Composition> TileRowsGather(const proto::OpSpec& spec, const std:
   const int64_t tn = rows * cols;
   ASSIGN_OR_RETURN(Precision dt, TileTablePrecision(g.float_(), ops[0].fill, target));
   ASSIGN_OR_RETURN(Precision acc, SectionAcc(dt, "a rows gather", target));
+  // n x row_t / blk items and a table of one tile per gathered row: checked before either is built.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a rows gather of ", n, " rows of ", cols), CheckedMul(n, row_t / blk)));
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a rows gather of ", n, " rows of ", cols), CheckedMul(n, tw)));
   ASSIGN_OR_RETURN(Precision ix, IndexType(target, IndexSpace(std::max(rows, n), 1, ops[1].fill)));
   RETURN_IF_ERROR(RequireIndexArithmetic("a row index", target));
   Template t(target.tile_rows(), tw);
@@ -222,6 +228,8 @@ absl::StatusOr<Composition> FlatRowsGather(const proto::OpSpec& spec, const std:
   ASSIGN_OR_RETURN(FlatBuild b, FlatBuild::On(Datapath::kFloat, target));
   ASSIGN_OR_RETURN(Precision dt, TablePrecision(g.float_(), b.precision(), ops[0].fill, target));
   RETURN_IF_ERROR(FlatSectionFits(dt, "a rows gather", target));
+  // One band (two input slots) per gathered row, unrolled into one Generic.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a flat rows gather of ", n, " rows"), "bands", n));
   ASSIGN_OR_RETURN(BufferId table, b.InputPaged(ops[0].name, tn, ops[0].fill, dt, 2));
   ASSIGN_OR_RETURN(Precision ix, IndexType(target, IndexSpace(tn, cols, ops[1].fill)));
   RETURN_IF_ERROR(RequireIndexArithmetic("a row index", target));

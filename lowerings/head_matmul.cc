@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/common.h"
 #include "lowerings/flat_build.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -30,11 +31,15 @@ absl::StatusOr<Composition> TileHeadMatmul(const proto::HeadMatmulSpec& spec, co
   }
   const int64_t a_t = a / tw;
   const int64_t b_t = bw / tw;
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head matmul of ", heads, " heads of ", a, " x ", bw),
+                                 CheckedMul(heads, b_t)));
   ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
   Template t(tr, tw);
   TensorId scaler = OnesTile(t, "hm_scaler", p);
-  ASSIGN_OR_RETURN(TensorInit x_init, InitOf(ops[0].fill, heads * a));
-  ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, heads * a * bw));
+  ASSIGN_OR_RETURN(const int64_t x_elems, CheckedElements("head_matmul heads x a", heads, a));
+  ASSIGN_OR_RETURN(const int64_t w_elems, CheckedElements("head_matmul heads x a x b", x_elems, bw));
+  ASSIGN_OR_RETURN(TensorInit x_init, InitOf(ops[0].fill, x_elems));
+  ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, w_elems));
   TensorId x = t.AddTensor(ops[0].name, TensorRole::kInput, 1, heads * a, p, std::move(x_init));
   TensorId w = t.AddTensor(ops[1].name, TensorRole::kParam, heads * a, bw, p, std::move(w_init));
   TensorId y = t.AddTensor(out_name, TensorRole::kOutput, 1, heads * bw, p, TensorInit::Zero());
@@ -86,13 +91,16 @@ absl::StatusOr<Composition> FromHeadMatmul(const proto::OpSpec& spec, const Targ
   const int64_t heads = hm.heads();
   const int64_t a = hm.a();
   const int64_t bw = hm.b();
-  const int64_t units = m * heads;
-  const int64_t n = units * bw;
+  ASSIGN_OR_RETURN(const int64_t units, CheckedElements("head_matmul m x heads", m, heads));
+  ASSIGN_OR_RETURN(const int64_t n, CheckedElements("head_matmul m x heads x b", units, bw));
   if (n == 0 || a == 0) return NotLowered("a per-head matmul of nothing");
   RETURN_IF_ERROR(RequireFp32Accumulator("a per-head matmul", target));
   // The seed picks the tiled form before it checks the tile is square: a non-square tile refuses, it does not fall
   // back to the flat form (guide seed002-A §6).
   if (m == 1 && WholeTiles({a, bw}, target)) return TileHeadMatmul(hm, ops, spec.out(), target);
+  // One band (two input slots) per unit, unrolled into one Generic.
+  RETURN_IF_ERROR(
+      UnrollBudget(absl::StrCat("a per-head matmul of ", m, " x ", heads, " heads of ", a, " x ", bw), "bands", units));
   ASSIGN_OR_RETURN(FlatBuild f, FlatBuild::On(Datapath::kFloat, target));
   Template& t = f.t();
   ASSIGN_OR_RETURN(BufferId x, f.Input(ops[0].name, units * a, ops[0].fill));

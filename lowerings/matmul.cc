@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/common.h"
+#include "lowerings/size_budget.h"
 #include "spatial/builder.h"
+#include "spatial/checked.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -25,16 +27,25 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   if (!in) return MissingCompute("a matrix datapath", target);
   const Precision acc = target.matrix_acc().value_or(Precision::kFp32);
 
-  const int64_t m_t = CeilDiv(mm.m(), tr);
-  const int64_t k_t = CeilDiv(mm.k(), tc);
-  const int64_t n_t = CeilDiv(mm.n(), tc);
+  // Lower's CheckSpecSizes bounds every tensor to kMaxTensorElems; the products are checked here all the same, as
+  // the sizes they are (size_budget.h), never formed unchecked from spec fields.
+  ASSIGN_OR_RETURN(const int64_t a_elems, CheckedElements("matmul m x k", mm.m(), mm.k()));
+  ASSIGN_OR_RETURN(const int64_t b_elems, CheckedElements("matmul k x n", mm.k(), mm.n()));
+  RETURN_IF_ERROR(CheckedElements("matmul m x n", mm.m(), mm.n()).status());
+  const int64_t m_t = *CheckedCeilDiv(mm.m(), tr);
+  const int64_t k_t = *CheckedCeilDiv(mm.k(), tc);
+  const int64_t n_t = *CheckedCeilDiv(mm.n(), tc);
   const int64_t blk = RowBlock(n_t, target);
   const int64_t n_blocks = n_t / blk;
   const int64_t w = blk * tc;
+  const std::string name = absl::StrCat("matmul_", mm.m(), "x", mm.k(), "x", mm.n());
+  // One item per block of C: checked before the items are built.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("matmul m x k x n = ", mm.m(), " x ", mm.k(), " x ", mm.n()),
+                                 CheckedMul(m_t, n_blocks)));
 
   Template t(tr, tc);
-  ASSIGN_OR_RETURN(TensorInit a_init, InitOf(ops[0].fill, mm.m() * mm.k()));
-  ASSIGN_OR_RETURN(TensorInit b_init, InitOf(ops[1].fill, mm.k() * mm.n()));
+  ASSIGN_OR_RETURN(TensorInit a_init, InitOf(ops[0].fill, a_elems));
+  ASSIGN_OR_RETURN(TensorInit b_init, InitOf(ops[1].fill, b_elems));
   TensorId a = t.AddTensor(ops[0].name, TensorRole::kInput, mm.m(), mm.k(), *in, std::move(a_init));
   TensorId b = t.AddTensor(ops[1].name, TensorRole::kInput, mm.k(), mm.n(), *in, std::move(b_init));
   TensorId c = t.AddTensor(spec.out(), TensorRole::kOutput, mm.m(), mm.n(), *in, TensorInit::Zero());
@@ -79,13 +90,14 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   t.AddEdge(pack, out, st);
 
   std::vector<WorkItem> items;
+  items.reserve(static_cast<size_t>(m_t * n_blocks));
   for (int64_t y = 0; y < m_t; ++y) {
     for (int64_t x = 0; x < n_blocks; ++x) {
       items.push_back(WorkItem{y * n_blocks + x, y, x, TileRect{y, x * blk, 1, blk}});
     }
   }
   t.SetPlan(BlockPlan{1, blk, m_t, n_blocks, k_t, 1, 1, blk, 1, false});
-  return FinishSection(t, absl::StrCat("matmul_", mm.m(), "x", mm.k(), "x", mm.n()), std::move(items), acc,
+  return FinishSection(t, name, std::move(items), acc,
                        ApproxIn("matmul", *in), target);
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/size_budget.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -108,7 +109,10 @@ std::optional<ColumnBlocks> ColumnBlocksFor(int64_t n, const Target& target) {
 
 absl::StatusOr<ColumnBuild> ColumnBuild::Columns(int64_t n, const Target& target) {
   ASSIGN_OR_RETURN(FlatBuild f, FlatBuild::On(Datapath::kFloat, target));
-  return ColumnBuild(std::move(f), ColumnBlocksFor(n, target), target);
+  const std::optional<ColumnBlocks> blocks = ColumnBlocksFor(n, target);
+  // One item per block: checked before any caller builds its slots, bands or items.
+  if (blocks) RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a column-blocked row of ", n, " elements"), blocks->items));
+  return ColumnBuild(std::move(f), blocks, target);
 }
 
 BufferId ColumnBuild::ResultPage(const std::string& name, int64_t n, Precision precision) {
@@ -135,6 +139,7 @@ absl::StatusOr<std::vector<StageId>> ColumnBuild::Pointwise(const std::string& n
   int64_t largest = 0;
   for (int64_t k : bounds) largest = std::max(largest, k);
   ASSIGN_OR_RETURN(Precision ix, target_->index_precision_for(std::max(span, largest) + span));
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a column-blocked ", name), CheckedMul(CheckedMul(items, per), tw)));
   std::vector<int64_t> values;
   values.reserve(items * per * tw);
   for (int64_t i = 0; i < items; ++i) {
@@ -246,6 +251,7 @@ absl::StatusOr<Composition> ColumnBuild::Finish(const std::string& out_name, int
   Template& t = flat_.t();
   TensorId y = t.AddTensor(out_name, TensorRole::kOutput, 1, n, flat_.precision(), TensorInit::Zero());
   StageId st = t.AddStore(absl::StrCat("store_", out_name), y, {{LoopVar::kItemX, blk}}, blk, out_buf);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a column-blocked ", name), cols_t / blk));
   return flat_.WireAndFinishItems(chain, {{out_buf, st}}, RowItems(cols_t, blk), std::move(name), std::move(claim));
 }
 

@@ -19,7 +19,8 @@ absl::StatusOr<TensorMap> PointwiseRef(const proto::OpSpec& spec, const TensorMa
                                        int64_t n, bool integer, const std::function<double(double)>& f) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, kind, 1));
   RETURN_IF_ERROR(CheckElements(kind, "n", n));
-  auto [rows, cols] = PointwiseShape(spec.shape_rows(), spec.shape_cols(), n);
+  ASSIGN_OR_RETURN(const auto shape, PointwiseShape(kind, spec.shape_rows(), spec.shape_cols(), n));
+  const auto [rows, cols] = shape;
   ASSIGN_OR_RETURN(const TensorData* x, RefInput(inputs, ops[0].name, rows, cols));
   if (integer) RETURN_IF_ERROR(RefIntegral(*x, ops[0].name));
   TensorData y = RefResult(rows, cols, integer ? Precision::kInt32 : Precision::kFp32);

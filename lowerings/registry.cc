@@ -16,8 +16,10 @@
 #include "lowerings/row_norms.h"
 #include "lowerings/row_writes.h"
 #include "lowerings/rope.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/softmax.h"
 #include "lowerings/tables.h"
+#include "spatial/status_macros.h"
 
 namespace spatial {
 namespace {
@@ -83,7 +85,11 @@ std::string OpKindName(const proto::OpSpec& spec) {
 absl::StatusOr<Composition> Lower(const proto::OpSpec& spec, const Target& target) {
   if (spec.kind_case() == proto::OpSpec::KIND_NOT_SET) return absl::InvalidArgumentError("op spec has no kind");
   for (const Entry& e : kLowerings) {
-    if (e.kind == spec.kind_case()) return e.lower(spec, target);
+    if (e.kind != spec.kind_case()) continue;
+    // ★ SIZES ARE CHECKED BEFORE ANYTHING IS BUILT FROM THEM (size_budget.h): every tensor the spec makes fits
+    // int64 and the program model's limit, so no family forms an overflowing product or sizes a vector from one.
+    RETURN_IF_ERROR(CheckSpecSizes(spec));
+    return e.lower(spec, target);
   }
   return NotLowered(absl::StrCat("op kind '", OpKindName(spec), "' is not lowered yet"));
 }

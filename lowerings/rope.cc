@@ -11,6 +11,7 @@
 #include "lowerings/index.h"
 #include "lowerings/pointwise.h"
 #include "lowerings/row_blocks.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -177,6 +178,7 @@ absl::StatusOr<Composition> FlatRope(const proto::OpSpec& spec, const std::vecto
     return static_cast<int>(slots.size()) - 1;
   };
   std::vector<std::pair<int64_t, Body>> bands;
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a flat rope of ", r.heads, " heads"), "unrolled heads", r.heads));
   for (int64_t h = 0; h < r.heads; ++h) {
     // Head h turns by table row h / per_row: its reads of the tables start row·half in.
     const int64_t base = h * r.hd - (h / r.per_row()) * r.half - shift;
@@ -209,6 +211,9 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   const int64_t half_t = TilesOf(r.half, target);
   const int64_t per_row = r.per_row();
   const bool windowed = (r.rows > 1 || r.from) && r.half % tw != 0;
+  // One item per head, and a table tile per query row: checked before either is built.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a rope of ", r.heads, " heads"), r.heads));
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a rope of ", r.rows, " rows"), CheckedMul(r.rows, tw)));
   auto row_steps = [&](int64_t per_y, std::vector<Term> v) {
     if (r.rows > 1) v.insert(v.begin(), {LoopVar::kItemY, per_y});
     return v;
@@ -394,7 +399,8 @@ absl::StatusOr<Composition> FromRope(const proto::OpSpec& spec, const Target& ta
     r.cache = s.cache();
     if (!r.named) {
       r.literal = s.from().literal();
-      if (r.literal < 1 || r.literal + r.rows - 1 > r.cache) return NotLowered(kLiteralPositionOutside);
+      // literal + rows - 1 > cache, written so a literal near INT64_MAX cannot overflow (rows >= 1, checked above).
+      if (r.literal < 1 || r.literal > r.cache - (r.rows - 1)) return NotLowered(kLiteralPositionOutside);
     } else if (r.cache < r.rows) {
       // No position admits the block: every run would fault (the seed's `cache − rows + 1` underflows here).
       return NotLowered("a rope block of more rows than its cache has positions");

@@ -9,6 +9,7 @@
 #include "lowerings/common.h"
 #include "lowerings/elementwise.h"
 #include "lowerings/matmul.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -91,6 +92,7 @@ absl::StatusOr<Composition> BlockedL2Norm(const proto::OpSpec& spec, const Targe
   t.AddEdge(s_sum, ssq, s_inv);
   t.AddEdge(s_inv, inv, s_out);
   t.AddEdge(s_out, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("an l2norm of ", rows, " heads of ", cols), rows));
   return FinishSection(t, absl::StrCat("l2norm_", rows, "x", cols), HeadItems(rows, band_t), acc,
                        ApproxIn("per-head l2 normalization", p), target);
 }
@@ -165,6 +167,7 @@ absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Targ
   t.AddEdge(s_inv, inv, s_out);
   if (weight) t.AddEdge(weight->first, weight->second, s_out);
   t.AddEdge(s_out, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head rmsnorm of ", rows, " heads of ", cols), rows));
   return FinishSection(t, absl::StrCat("rmsnorm_heads_", rows, "x", cols), HeadItems(rows, head_t), acc,
                        ApproxIn("per-head rmsnorm", p), target);
 }
@@ -201,6 +204,8 @@ absl::StatusOr<Section> BinaryMap(const std::string& name, const std::string& ki
   t.AddEdge(la, ain, s);
   t.AddEdge(lb, bin, s);
   t.AddEdge(s, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(name, " of ", rows, " x ", cols),
+                                 matrix ? CheckedMul(rows_t, cols_t) : std::optional<int64_t>(cols_t)));
   ASSIGN_OR_RETURN(Composition c,
                    FinishSection(t, matrix ? absl::StrCat(name, "_", rows, "x", cols) : absl::StrCat(name, "_", cols),
                                  matrix ? ItemsPerTileGrid(rows_t, cols_t) : ItemsPerTile(cols_t), Precision::kFp32,
@@ -255,6 +260,8 @@ absl::StatusOr<Section> Rescale(const OperandRef& x, const std::optional<Operand
   if (wl) t.AddEdge(wl->first, wl->second, s);
   t.AddEdge(li, iin, s);
   t.AddEdge(s, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("an rmsnorm rescale of ", rows, " x ", n),
+                                 matrix ? CheckedMul(rows_t, cols_t) : std::optional<int64_t>(cols_t)));
   ASSIGN_OR_RETURN(Composition c,
                    FinishSection(t, matrix ? absl::StrCat("rmsnorm_rescale_", rows, "x", n)
                                            : absl::StrCat("rmsnorm_rescale_", n),

@@ -9,6 +9,7 @@
 #include "lowerings/common.h"
 #include "lowerings/index.h"
 #include "lowerings/row_blocks.h"
+#include "lowerings/size_budget.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
@@ -150,6 +151,7 @@ absl::StatusOr<Composition> TileSetRow(const proto::OpSpec& spec, const std::vec
   if (at.feed) t.AddEdge(at.feed->first, at.feed->second, st);
   // ★ THE PLAN IS THE ROW'S, NOT THE TABLE'S: the result is the whole carried table, the work is one block of rows.
   t.SetPlan(BlockPlan{1, blk, 1, span_t / blk, 1, 1, 1, blk, 1, false});
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a row write of ", span_t, " tiles"), span_t / blk));
   return FinishSection(t, SetRowName(s, ""), RowItems(span_t, blk), acc, MovementClaim("row write", s.float_(), dt),
                        target);
 }
@@ -216,6 +218,7 @@ absl::StatusOr<Composition> DenseSetRow(const proto::OpSpec& spec, const std::ve
   t.AddEdge(s_rw, out, st);
   if (at.tile_rows[1].feed) t.AddEdge(at.tile_rows[1].feed->first, at.tile_rows[1].feed->second, st);
   t.SetPlan(TileRowPlan(row_t, blk));
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a dense row write of rows of ", cols), row_t / blk));
   return FinishSection(t, absl::StrCat("set_row_", rows, "x", cols, "_dense"), RowItems(row_t, blk), acc,
                        MovementClaim("row write", s.float_(), dt), target);
 }
@@ -249,6 +252,10 @@ absl::StatusOr<Composition> DenseSetRows(const proto::OpSpec& spec, const std::v
   const int64_t n_t = CeilDiv(rows, tr);
   const int64_t src_t = CeilDiv(count, tr);
   const int64_t m = std::min(src_t + 1, n_t);
+  // Per-tile-row tables of the table's n_t tile rows (one tile each), then m x row_t / blk items: checked first.
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a block write into a table of ", rows, " rows"), CheckedMul(n_t, tw)));
+  RETURN_IF_ERROR(
+      WorkItemBudget(absl::StrCat("a block write of ", count, " rows of ", cols), CheckedMul(m, row_t / blk)));
   ASSIGN_OR_RETURN(Precision dt, WritePrecision(s.float_(), ops[0], ops[1], target));
   ASSIGN_OR_RETURN(Precision acc, SectionAcc(dt, "a row block write", target));
   ASSIGN_OR_RETURN(Precision ix, IndexType(target, rows + tr * m));
@@ -395,6 +402,9 @@ absl::StatusOr<Composition> FlatSetRow(const proto::OpSpec& spec, const std::vec
   const int64_t n_t = TilesOf(n, target);
   const int64_t src_t = TilesOf(span, target);
   const int64_t m = std::min(src_t + 1, n_t);
+  // One item (and one table tile) per tile the write touches: checked before the tables are built.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a row write of ", count, " rows of ", cols), m));
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a row write of ", count, " rows of ", cols), CheckedMul(m, tw)));
   ASSIGN_OR_RETURN(Precision fp, ElemPrecision(target));  // the seed's FlatBuild::columns: a float section
   ASSIGN_OR_RETURN(Precision dt, RowWritePrecision(s.float_(), fp, ops[0].fill, ops[1].fill, target));
   ASSIGN_OR_RETURN(Precision acc, SectionAcc(dt, "a row write", target));
@@ -496,6 +506,7 @@ absl::StatusOr<Composition> FlatSetRow(const proto::OpSpec& spec, const std::vec
   t.AddEdge(s_rw, out, st);
   t.AddEdge(f_new.first, f_new.second, st);
   t.SetPlan(BlockPlan{1, 1, 1, m, 1, 1, 1, 1, 1, false});
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a row write of ", m, " items"), m));
   return FinishSection(t, SetRowName(s, ""), ItemsPerTile(m), acc, MovementClaim("row write", s.float_(), dt), target);
 }
 

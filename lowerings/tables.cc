@@ -9,8 +9,10 @@
 #include "lowerings/common.h"
 #include "lowerings/flat_build.h"
 #include "lowerings/pointwise.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
+#include "spatial/checked.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -28,8 +30,12 @@ absl::StatusOr<Composition> FromTranspose(const proto::OpSpec& spec, const Targe
   if (rows < 0 || cols < 0) {
     return absl::InvalidArgumentError(absl::StrCat("transpose has a negative shape (", rows, " x ", cols, ")"));
   }
-  const int64_t n = rows * cols;
+  ASSIGN_OR_RETURN(const int64_t n, CheckedElements("transpose rows x cols", rows, cols));
   if (n == 0) return NotLowered("a transpose of an empty tensor");
+  // A matrix transpose is one band (and one input slot) per column of X, unrolled into one Generic.
+  if (rows > 1 && cols > 1) {
+    RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a transpose of ", rows, " x ", cols), "bands", cols));
+  }
   RETURN_IF_ERROR(RequireFp32Accumulator("a transpose", target));
   ASSIGN_OR_RETURN(FlatBuild b, FlatBuild::On(DatapathOf(tr.float_()), target));
   ASSIGN_OR_RETURN(BufferId xin, b.Input(ops[0].name, n, ops[0].fill));
@@ -74,6 +80,8 @@ absl::StatusOr<Composition> TileHeadSlice(const proto::HeadSliceSpec& spec, cons
   const int64_t from_t = spec.from() / tw;
   const int64_t width_t = spec.width() / tw;
   const int64_t blk = RowBlock(width_t, target);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a head slice of ", groups, " groups of ", spec.width()),
+                                 CheckedMul(groups, width_t / blk)));
   ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
   Template t(target.tile_rows(), tw);
   ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, spec.n()));
@@ -105,10 +113,14 @@ absl::StatusOr<Composition> FromHeadSlice(const proto::OpSpec& spec, const Targe
   const int64_t every = hs.every();
   const int64_t width = hs.width();
   const int64_t groups = every == 0 ? 0 : hs.n() / every;
-  const int64_t n = groups * width;
-  if (n == 0 || hs.from() + width > every) return NotLowered("a head slice of nothing, or a part past its group");
+  ASSIGN_OR_RETURN(const int64_t n, CheckedElements("head_slice n / every x width", groups, width));
+  // from + width past int64 is past any group.
+  const std::optional<int64_t> part_end = CheckedAdd(hs.from(), width);
+  if (n == 0 || !part_end || *part_end > every) return NotLowered("a head slice of nothing, or a part past its group");
   RETURN_IF_ERROR(RequireFp32Accumulator("a head slice", target));
   if (WholeTiles({every, hs.from(), width}, target)) return TileHeadSlice(hs, ops[0], spec.out(), groups, target);
+  // One band (and one input slot) per group, unrolled into one Generic.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a head slice of ", groups, " groups of ", width), "bands", groups));
   ASSIGN_OR_RETURN(ColumnBuild b, ColumnBuild::Columns(n, target));
   ASSIGN_OR_RETURN(BufferId xin, b.flat().Input(ops[0].name, hs.n(), ops[0].fill));
   BufferId out_buf = b.ResultPage("out", n, b.flat().precision());
@@ -147,6 +159,8 @@ absl::StatusOr<Composition> TileJoin(const OperandRef& a_op, const OperandRef& b
   const int64_t na = ha_t / blk;
   const int64_t nb = hb_t / blk;
   const int64_t blocks = na + nb;
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a join of ", rows, " x ", heads, " units of ", ha, " + ", hb),
+                                 CheckedMul(units, blocks)));
   ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
   ASSIGN_OR_RETURN(Precision ix, target.index_precision_for(std::max(blk * tw, blocks) + 1));
   Template t(target.tile_rows(), tw);
@@ -218,6 +232,9 @@ absl::StatusOr<Composition> FromJoin(const proto::OpSpec& spec, const Target& ta
   if (ha > 0 && hb > 0 && WholeTiles({ha, hb}, target)) {
     return TileJoin(ops[0], ops[1], spec.out(), rows, heads, ha, hb, target);
   }
+  // Up to two bands (and input slots) per unit, unrolled into one Generic.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a join of ", rows, " x ", heads, " units of ", ha, " + ", hb), "bands",
+                               CheckedMul(units, int64_t{(ha > 0) + (hb > 0)})));
   ASSIGN_OR_RETURN(ColumnBuild b, ColumnBuild::Columns(n, target));
   // A part of width zero is never read: declaring it would leave a load nothing in the chain reads.
   std::optional<BufferId> ain;

@@ -7,6 +7,7 @@
 #include "lowerings/attention/flash_mask.h"
 #include "lowerings/common.h"
 #include "lowerings/pointwise.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/maps.h"
@@ -39,6 +40,10 @@ absl::StatusOr<Composition> SpreadSinks(const OperandRef& sinks, int64_t per_row
     const std::optional<int64_t> head = head_of(e);
     int64_t end = e + 1;
     while (end < n && head_of(end) == head) ++end;
+    // One band per run of a head's elements: bounded as it is built, so a huge spread stops here.
+    if (static_cast<int64_t>(bands.size()) >= kMaxUnrolled) {
+      return UnrollBudget(absl::StrCat("a spread of sinks over ", n, " elements"), "bands", std::nullopt);
+    }
     Body body = Const(kMasked);
     if (head) {
       slots.push_back(Slot{sk, Fixed(*head)});
@@ -59,6 +64,19 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
   if (target.tile_rows() != target.tile_cols()) {
     return NotLowered(
         "a flash attention fold on a tile that is not square — a block's positions are its scores' columns");
+  }
+  // ★ A FOLD WHOSE RUNNING OUTPUT ALONE OUTGROWS A SITE NEVER FITS: the output is carried as nv value pages of vt
+  // fp32 tiles, two deep, in every paging of the fold, so its footprint is at least that. Such a fold goes to
+  // ValuePages without being built (at vd = 2^20 that is thousands of value pages of stages, twice, before the
+  // footprint says no).
+  const int64_t v_t = g.vd / target.tile_cols();
+  const int64_t vt = RowBlock(v_t, target);
+  const int64_t nv = g.v_part ? g.v_part->second : v_t / vt;
+  const std::optional<int64_t> carried =
+      CheckedMul(CheckedMul(CheckedMul(nv, vt), 2), target.tile_rows() * target.tile_cols() * 4);
+  if (g.hd > 0 && g.vd > 0 && g.vd % target.tile_cols() == 0 &&
+      (!carried || *carried > target.max_local_mem_bytes())) {
+    return ValuePages(names, g, tag, target);
   }
   ASSIGN_OR_RETURN(Composition fold, FlashFold(names, g, tag, target));
   if (SiteFootprint(fold.sections[0], target) > target.max_local_mem_bytes()) {
@@ -98,6 +116,12 @@ absl::StatusOr<Composition> ValuePages(const AttentionNames& names, const FlashG
     return NotLowered(
         "a flash attention fold — one tile of queries against one tile row of its K/V head — does not fit a site");
   }
+  // One fold (and one join) per value page; join j rewrites the j pages before it, so the joins' items grow as
+  // pages^2: per_row heads x (j + 1) vt-tile runs in blocks of at least RowBlock(vt) tiles.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a flash attention of values ", g.vd, " wide"), "value pages", pages));
+  RETURN_IF_ERROR(WorkItemBudget(
+      absl::StrCat("the value-page joins of a flash attention of values ", g.vd, " wide"),
+      CheckedMul(CheckedMul(g.q.per_row, vt / RowBlock(vt, target)), pages * (pages + 1) / 2 - 1)));
   auto page_name = [&](int64_t j) { return absl::StrCat(names.out, "__values", j); };
   std::vector<Composition> parts;
   std::string name;

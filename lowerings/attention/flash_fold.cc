@@ -7,8 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash_mask.h"
 #include "lowerings/common.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
+#include "spatial/checked.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -100,6 +102,13 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const int64_t nv = g.v_part ? g.v_part->second : v_t / vt;
   if (j0 < 0 || nv < 1 || (j0 + nv) * vt > v_t) return NotLowered("a value part past the values");
   const int64_t part_t = nv * vt;
+  // Each value page is its own carry, product, update and normalization, unrolled; each item one query tile of a
+  // head. Both are checked before a stage or an item is built.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a flash fold of values ", g.vd, " wide"), "value pages", nv));
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a flash fold of ", g.q.rows, " x ", g.q.per_row, " query heads"),
+                                 fi.items));
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a flash fold of ", g.q.rows, " x ", g.q.per_row, " query heads"),
+                              CheckedMul(fi.items, tw)));
   const int64_t out_width = fi.per_row * part_t * tw;
   const int64_t out_width_t = fi.per_row * part_t;
   auto part = [nv](const std::string& name, int64_t j) { return nv == 1 ? name : absl::StrCat(name, j); };
@@ -124,9 +133,12 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision);
   // The queries and the result are DENSE — a tile row holds `tile` query rows of every head.
-  ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, fi.rows * width));
-  ASSIGN_OR_RETURN(TensorInit k_init, InitOf(k_op.fill, g.rows * g.kvw * g.hd));
-  ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, g.rows * g.kvw * g.vd));
+  ASSIGN_OR_RETURN(const int64_t q_elems, CheckedElements("flash queries", fi.rows, width));
+  ASSIGN_OR_RETURN(const int64_t k_elems, CheckedElements("flash keys", g.rows, CheckedMul(g.kvw, g.hd)));
+  ASSIGN_OR_RETURN(const int64_t v_elems, CheckedElements("flash values", g.rows, CheckedMul(g.kvw, g.vd)));
+  ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, q_elems));
+  ASSIGN_OR_RETURN(TensorInit k_init, InitOf(k_op.fill, k_elems));
+  ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, v_elems));
   const TensorId q = t.AddTensor(q_op.name, TensorRole::kInput, fi.rows, width, precision, std::move(q_init));
   const TensorId k = t.AddTensor(k_op.name, TensorRole::kInput, g.rows, g.kvw * g.hd, precision, std::move(k_init));
   const TensorId v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));

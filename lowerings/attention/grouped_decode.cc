@@ -8,6 +8,7 @@
 #include "lowerings/attention/flash.h"
 #include "lowerings/attention/relayout.h"
 #include "lowerings/common.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -42,6 +43,7 @@ absl::StatusOr<Composition> Regroup(const OperandRef& q_op, const std::string& g
   const StageId st = t.AddStoreBlock("store_groups", gq, 0, {{LoopVar::kItemY, head_t}}, 1, head_t, head_t, out);
   t.AddEdge(load, in, s);
   t.AddEdge(s, out, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a grouped decode of ", kv, " K/V heads"), kv));
   std::vector<WorkItem> items;
   for (int64_t x = 0; x < kv; ++x) items.push_back(WorkItem{x, x, 0, TileRect{x, 0, 1, head_t}});
   t.SetPlan(BlockPlan{1, head_t, kv, 1, 1, 1, 1, head_t, 1, false});
@@ -90,6 +92,7 @@ absl::StatusOr<Composition> GroupedDecodeAttention(const AttentionNames& names, 
                    FlashAttention(names.WithOut(grouped_ctx).WithOperand(0, grouped_q), grouped, tag, target));
 
   // Query head v is row v mod group of tile row v / group.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a grouped decode of ", g.q.per_row, " query heads"), g.q.per_row));
   std::vector<int64_t> picks;
   for (int64_t v = 0; v < g.q.per_row; ++v) picks.push_back((v / g.q.group) * tr + v % g.q.group);
   ASSIGN_OR_RETURN(Composition ungroup, RelayoutDensePicksToRows(OperandRef{grouped_ctx, proto::Fill()}, names.out,

@@ -6,10 +6,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/row_blocks.h"
 #include "lowerings/attention/flash.h"
 #include "lowerings/common.h"
 #include "lowerings/flat_build.h"
 #include "lowerings/index.h"
+#include "lowerings/size_budget.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -212,6 +214,9 @@ absl::StatusOr<LutShape> LutShapeOf(const proto::OpSpec& spec) {
   }
   LutShape s;
   s.h = a.h(), s.kv = a.kv(), s.hd = a.hd(), s.l = a.l(), s.n = a.table_len(), s.m = a.m(), s.s = a.s();
+  // The index is an arithmetic shift of an int64 product (as int_requant's): past 62 it has no integer meaning, and
+  // the program model holds no shift past 63.
+  if (s.s > 62) return NotLowered(absl::StrCat("a LUT attention index shift outside [0, 62] (", s.s, ")"));
   if (s.h == 0 || s.kv == 0 || s.hd == 0 || s.l == 0 || s.n == 0 || s.h % s.kv != 0) {
     return NotLowered(
         "a LUT attention with no heads, no head dimension, no cache or no table, or query heads that do not group "
@@ -244,6 +249,9 @@ absl::StatusOr<LutShape> LutShapeOf(const proto::OpSpec& spec) {
 
 absl::StatusOr<Composition> FromLutAttention(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(const LutShape s, LutShapeOf(spec));
+  // Every section unrolls its bands, and the weights a fold, per query head.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a LUT attention of ", s.h, " query heads"), "unrolled heads", s.h));
+  RETURN_IF_ERROR(CheckedElements("lut_attention scores h x attended", s.h, s.attended).status());
   ASSIGN_OR_RETURN(const std::vector<OperandRef> ops, OperandsOf(spec, "lut_attention", s.named ? 5 : 4));
   ASSIGN_OR_RETURN(const Precision dp, DatapathPrecision(Datapath::kInt, target));
   if (!target.supports_storage(Precision::kInt8)) {
@@ -252,7 +260,9 @@ absl::StatusOr<Composition> FromLutAttention(const proto::OpSpec& spec, const Ta
   // Every value must stay inside the datapath's integer where the certifier can prove it: int8 scores of hd terms
   // reach hd*128^2, the index product twice that times |M|, a numerator att*128^2.
   const int64_t cap = IntMax(dp);
-  const __int128 product = static_cast<__int128>(2) * s.hd * kInt8Product * std::llabs(s.m);
+  // |M| in 128 bits: std::llabs(INT64_MIN) is undefined.
+  const __int128 m_abs = s.m < 0 ? -static_cast<__int128>(s.m) : static_cast<__int128>(s.m);
+  const __int128 product = static_cast<__int128>(2) * s.hd * kInt8Product * m_abs;
   const __int128 sums = static_cast<__int128>(std::max(s.hd, s.attended)) * kInt8Product;
   if (product > cap || sums > cap) {
     return NotLowered(absl::StrCat("a LUT attention whose index product (max - s) * M can leave the integer datapath (",
@@ -270,7 +280,9 @@ absl::StatusOr<Composition> FromLutAttention(const proto::OpSpec& spec, const Ta
   parts.push_back(std::move(score));
   parts.push_back(std::move(weights));
   parts.push_back(std::move(context));
-  return ComposeSections(std::move(name), std::move(parts), target);
+  // The flat sections load the cache and the table whole: a site that cannot hold them is refused, never a program
+  // whose pages the model cannot hold.
+  return FitsSites(ComposeSections(std::move(name), std::move(parts), target), "LUT attention", target);
 }
 
 }  // namespace spatial

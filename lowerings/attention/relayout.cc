@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/size_budget.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
@@ -23,6 +24,11 @@ absl::StatusOr<Composition> RelayoutDensePicksToRows(const OperandRef& from, con
   const int64_t blk = RowBlock(row_t, target);
   const int64_t w = blk * tw;
   const int64_t tiles_r = CeilDiv(rows, tr);
+  // One item per block of each picked row, and two table tiles per picked row: checked before either is built.
+  const int64_t picked = static_cast<int64_t>(picks.size());
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a relayout of ", picked, " rows of ", cols),
+                                 CheckedMul(picked, row_t / blk)));
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a relayout of ", picked, " rows"), CheckedMul(CheckedMul(picked, 2), tw)));
   ASSIGN_OR_RETURN(const Precision ix, target.index_precision_for(std::max(rows, tiles_r * row_t)));
   Template t(tr, tw);
   ASSIGN_OR_RETURN(TensorInit init, InitOf(from.fill, rows * cols));

@@ -9,6 +9,7 @@
 #include "lowerings/attention/relayout.h"
 #include "lowerings/index.h"
 #include "lowerings/row_blocks.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -63,6 +64,8 @@ absl::StatusOr<Composition> TiledSection(const OperandRef& from, const std::stri
   const int64_t row_t = cols / target.tile_cols();
   const int64_t h = std::min(n, tr);
   const int64_t tiles_r = CeilDiv(n, tr);
+  RETURN_IF_ERROR(
+      WorkItemBudget(absl::StrCat("a relayout of ", n, " rows of ", cols), CheckedMul(tiles_r, row_t / blk)));
   const int64_t r0 = first / tr;
   Template t(tr, target.tile_cols());
   ASSIGN_OR_RETURN(const Declared d, Declare(t, from, to, rows, cols, dt, part));
@@ -108,6 +111,7 @@ absl::StatusOr<Composition> NarrowSection(const OperandRef& from, const std::str
   const int64_t run_t = CeilDiv(tr * cols, tw);
   const int64_t h = std::min(n, tr);
   const int64_t tiles_r = CeilDiv(n, tr);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a relayout of ", n, " rows of ", cols), tiles_r));
   const int64_t r0 = first / tr;
   const int64_t n_t = TilesOf(h * cols, target);
   Template t(tr, tw);
@@ -166,6 +170,8 @@ absl::StatusOr<Composition> RelayoutDenseToRows(const OperandRef& from, const st
                                                 int64_t cols, Precision dt, const Target& target) {
   if (cols % target.tile_cols() != 0) return RelayoutSmallDenseToRows(from, to, rows, cols, dt, target);
   RETURN_IF_ERROR(SectionAcc(dt, "a relayout", target).status());
+  // One pick (and at least one item) per row: checked before the picks are built.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a relayout of ", rows, " rows of ", cols), rows));
   std::vector<int64_t> picks(static_cast<size_t>(std::max<int64_t>(rows, 0)));
   for (int64_t y = 0; y < rows; ++y) picks[y] = y;
   return RelayoutDensePicksToRows(from, to, rows, picks, cols, dt, target);

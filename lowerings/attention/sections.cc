@@ -11,6 +11,7 @@
 #include "lowerings/elementwise.h"
 #include "lowerings/flat_build.h"
 #include "lowerings/index.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/softmax.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/maps.h"
@@ -224,6 +225,9 @@ absl::StatusOr<Composition> AttentionSections(const AttentionNames& names, const
   if (h < 1 || l < 1 || widths.hd < 1 || widths.vd < 1 || widths.kv < 1 || cache.rows < l) {
     return NotLowered("an attention with no heads, no query rows, no head dimension or an empty cache");
   }
+  // Every section unrolls one band (and its input slots) per query head, and the scores are held whole.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a three-section attention of ", h, " query heads"), "bands", h));
+  RETURN_IF_ERROR(CheckedElements("attention scores (query heads x positions)", h, l).status());
   // The seed reads "K/V head" kv_of(v) whatever it is; past the last K/V head that is the next position's head 0.
   for (int64_t v = 0; v < heads.per_row; ++v) {
     if (heads.kv_of(v) >= widths.kv) {

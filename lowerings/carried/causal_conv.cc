@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/flat_build.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -103,6 +104,7 @@ absl::StatusOr<Composition> BlockedCausalConv(const proto::CausalConvSpec& spec,
   if (taps > tr) return NotLowered("a blocked causal conv whose ring is taller than a tile row");
   const int64_t chan_t = chan / tw;
   const int64_t ring_len = taps * chan;
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a causal conv of ", chan, " channels"), chan_t));
   ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
   const OperandRef& x = ops[0];
   const OperandRef& w = ops[1];
@@ -179,6 +181,8 @@ absl::StatusOr<Composition> FromCausalConv(const proto::OpSpec& spec, const Targ
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "causal_conv", 3));
   const proto::CausalConvSpec& c = spec.causal_conv();
   RETURN_IF_ERROR(CheckConvSpec(c));
+  // Every form sums its taps in one unrolled body.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a causal conv of ", c.taps(), " taps"), "taps", c.taps()));
   // Every form folds (or moves) at the seed's AccPolicy::F32.
   RETURN_IF_ERROR(RequireFp32Accumulator("a causal conv", target));
   if (c.rows() > 1) return BlockCausalConv(c, ops, spec.out(), target);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/carried/causal_conv.h"
+#include "lowerings/size_budget.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
@@ -249,6 +250,10 @@ absl::StatusOr<Composition> BlockCausalConv(const proto::CausalConvSpec& spec, c
   ASSIGN_OR_RETURN(Precision ix, target.index_precision_for(g.rows_t * g.cols_t + g.tr));
   g.blk = g.matrix_ring ? RowBlock(g.cols_t, target) : g.cols_t;
   g.n_b = g.cols_t / g.blk;
+  // One item per block of a tile row of the output (and a per-tile-row table): checked before either is built.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a causal conv of ", g.rows, " rows x ", g.chan, " channels"),
+                                 CheckedMul(g.rows_t, g.n_b)));
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a causal conv of ", g.rows, " rows"), CheckedMul(g.rows_t, g.tw)));
   g.wc_w = g.blk * g.tw;
   g.ring_t = TilesOf(g.taps * g.chan, target);
   g.seg = g.matrix_ring ? g.wc_w : g.chan;

@@ -8,6 +8,7 @@
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/elementwise.h"
 #include "lowerings/row_writes.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
@@ -73,6 +74,8 @@ absl::Status CheckSpec(const proto::GatedDeltaSpec& g) {
 // row of the operands in place and writing its row of the output.
 absl::StatusOr<Composition> FlatGatedDelta(const proto::GatedDeltaSpec& spec, const GdNames& names,
                                            const Target& target) {
+  // A recurrence is unrolled row by row: three sections (and a row write) per row.
+  RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a flat gated delta of ", spec.rows(), " rows"), "row steps", spec.rows()));
   std::vector<Composition> parts;
   for (int64_t r = 0; r < spec.rows(); ++r) {
     ASSIGN_OR_RETURN(Composition row, FlatGatedDeltaRow(spec, names, r, target));

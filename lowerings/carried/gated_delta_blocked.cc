@@ -26,6 +26,7 @@
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/carried/gated_delta.h"
 #include "lowerings/matmul.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -43,6 +44,9 @@ namespace {
 absl::StatusOr<Composition> Broadcast(const proto::GatedDeltaSpec& spec, const OperandRef& src, const std::string& dst,
                                       const std::string& sel, const Target& target) {
   const int64_t hv = spec.hv(), tw = target.tile_cols();
+  // The selection matrix is hv x hv*tw values, embedded: checked before its fill is built.
+  RETURN_IF_ERROR(TableBudget(absl::StrCat("a blocked gated delta's broadcast over ", hv, " heads"),
+                              CheckedMul(CheckedMul(hv, hv), tw)));
   proto::OpSpec mm;
   mm.set_out(dst);
   proto::Operand* a = mm.add_operands();
@@ -280,6 +284,15 @@ absl::StatusOr<Composition> Blocked(const proto::GatedDeltaSpec& spec, const GdN
   if (target.tile_rows() != tw) return NotLowered("a blocked gated delta on a tile that is not square");
   ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
   ASSIGN_OR_RETURN(int64_t eps_nano, EpsNano("gated_delta", spec.eps()));
+  // One item per value head; without chunks, one step section per row. Checked before anything is built.
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a blocked gated delta of ", spec.hv(), " heads"), spec.hv()));
+  if (may_chunk && TakesChunks(spec.rows(), target.tile_rows())) {
+    RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a chunked gated delta of ", spec.rows(), " rows"), "chunks",
+                                 CheckedCeilDiv(spec.rows(), target.tile_rows())));
+  } else {
+    RETURN_IF_ERROR(
+        UnrollBudget(absl::StrCat("a blocked gated delta of ", spec.rows(), " rows"), "row steps", spec.rows()));
+  }
   std::vector<Composition> parts;
   ASSIGN_OR_RETURN(Composition alpha_t, Broadcast(spec, names.ops[5], absl::StrCat(names.out, "__alpha_t"),
                                                   absl::StrCat(names.out, "__sel_a"), target));

@@ -30,6 +30,7 @@
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/attention/relayout_rows.h"
 #include "lowerings/carried/gated_delta.h"
+#include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
@@ -71,6 +72,9 @@ class Chunked {
   }
 
   absl::StatusOr<Composition> Lower(std::vector<Composition> parts) {
+    // About a dozen sections per chunk of a tile's rows, unrolled: checked before the first is built.
+    RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a chunked gated delta of ", rows_, " rows"), "chunks",
+                                 CheckedCeilDiv(rows_, tr_)));
     for (int64_t c = 0; c * tr_ < rows_; ++c) {
       const int64_t cc = std::min(rows_ - c * tr_, tr_);
       const int64_t factors = SolveFactors(cc);

@@ -16,6 +16,7 @@
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/attention/relayout_rows.h"
 #include "lowerings/carried/gated_delta.h"
+#include "lowerings/size_budget.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
@@ -155,6 +156,7 @@ absl::StatusOr<Composition> MovedRuns(const OperandRef& src, int64_t src_len, co
   t.AddEdge(l_page, page, s_move);
   const StageId st = t.AddStoreBlock("store_runs", y, 0, {{LoopVar::kItemX, 1}}, 1, 1, n_t, ob);
   t.AddEdge(s_move, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a move of ", n_t, " tiles"), n_t));
   return FinishSection(t, absl::StrCat("move_runs_", out), RowItems(n_t, 1), AccFor(dt), NumericsClaim::Exact(),
                        target);
 }

@@ -193,15 +193,18 @@ TEST(ElementwiseTest, GeluBodyIsTheSeedsTree) {
   EXPECT_TRUE(BodyEqual(b, want)) << BodyToString(b);
 }
 
-// A shape that does not account for n is ignored: the op maps a 1 x n row.
-TEST(ElementwiseTest, ShapeNotMatchingNIsARow) {
+// A shape that does not account for n is a contradiction in the spec, never silently replaced by a 1 x n row (issue
+// "Reliability"): InvalidArgument naming both, from the lowering and the reference alike. More in
+// hostile_sizes_test.cc.
+TEST(ElementwiseTest, ShapeNotMatchingNIsAnError) {
   proto::OpSpec spec = Spec({"x"});
   spec.mutable_silu()->set_n(16);
   spec.set_shape_rows(3);
   spec.set_shape_cols(5);
-  Composition c = CheckLowering(spec, Shipped("test_tiny"), Reals(-3, 3), 1e-12);
-  ASSERT_EQ(c.sections.size(), 1u);
-  EXPECT_EQ(c.sections[0].name, "silu_16");
+  const absl::Status want = absl::InvalidArgumentError(
+      "silu spec's shape_rows x shape_cols = 3 x 5 = 15 elements disagrees with silu.n = 16");
+  EXPECT_EQ(Lower(spec, Shipped("test_tiny")).status(), want);
+  EXPECT_EQ(ReferenceOp(spec, TensorMap{}).status(), want);
 }
 
 // ── Decay ──
