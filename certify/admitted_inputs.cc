@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "certify/certify.h"
+#include "certify/interval.h"
 #include "spatial/tensor_data.h"
 
 namespace spatial {
@@ -52,13 +53,8 @@ class GuardOracle {
   const Target& t_;
 };
 
-// Floor and ceiling of a / b for b != 0, in __int128 so no bound can overflow.
-__int128 FloorDiv(__int128 a, __int128 b) {
-  __int128 q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-__int128 CeilDiv(__int128 a, __int128 b) { return -FloorDiv(-a, b); }
+using certify::FloorDivWide;
+__int128 CeilDivWide(__int128 a, __int128 b) { return -FloorDivWide(-a, b); }
 
 class Search {
  public:
@@ -78,52 +74,26 @@ class Search {
     return true;
   }
 
-  // The largest h in [good, limit] with Holds(lo, h), given Holds(lo, good). Monotone (a wider range proves no
-  // more), so: one step past `good` first (an exact affine solve stops there), then gallop, then bisect.
-  int64_t GrowHi(int64_t lo, int64_t good, int64_t limit) {
-    __int128 step = 1;
-    __int128 bad = static_cast<__int128>(limit) + 1;
-    while (good < limit) {
-      const int64_t next = static_cast<int64_t>(std::min<__int128>(static_cast<__int128>(good) + step, limit));
-      if (!Holds(lo, next)) {
+  // Grows one end of a range that holds: dir +1 finds the largest h in [good, limit] with Holds(fixed, h), dir -1
+  // the smallest l in [limit, good] with Holds(l, fixed), given that `good` holds. Monotone (a wider range proves
+  // no more), so: one step past `good` first (an exact affine solve stops there), then gallop, then bisect.
+  int64_t Grow(int64_t fixed, int64_t good, int64_t limit, int dir) {
+    auto holds = [&](int64_t v) { return dir > 0 ? Holds(fixed, v) : Holds(v, fixed); };
+    __int128 g = good, bad = static_cast<__int128>(limit) + dir, step = 1;
+    while (g != limit) {
+      const __int128 next = dir > 0 ? std::min<__int128>(g + step, limit) : std::max<__int128>(g - step, limit);
+      if (!holds(static_cast<int64_t>(next))) {
         bad = next;
         break;
       }
-      good = next;
+      g = next;
       step *= 2;
     }
-    while (bad - good > 1) {
-      const int64_t mid = static_cast<int64_t>(good + (bad - good) / 2);
-      if (Holds(lo, mid)) {
-        good = mid;
-      } else {
-        bad = mid;
-      }
+    while ((bad - g) * dir > 1) {
+      const __int128 mid = g + (bad - g) / 2;
+      (holds(static_cast<int64_t>(mid)) ? g : bad) = mid;
     }
-    return good;
-  }
-  // The mirror: the smallest l in [limit, good] with Holds(l, hi), given Holds(good, hi).
-  int64_t GrowLo(int64_t hi, int64_t good, int64_t limit) {
-    __int128 step = 1;
-    __int128 bad = static_cast<__int128>(limit) - 1;
-    while (good > limit) {
-      const int64_t next = static_cast<int64_t>(std::max<__int128>(static_cast<__int128>(good) - step, limit));
-      if (!Holds(next, hi)) {
-        bad = next;
-        break;
-      }
-      good = next;
-      step *= 2;
-    }
-    while (good - bad > 1) {
-      const int64_t mid = static_cast<int64_t>(good - (good - bad) / 2);
-      if (Holds(mid, hi)) {
-        good = mid;
-      } else {
-        bad = mid;
-      }
-    }
-    return good;
+    return static_cast<int64_t>(g);
   }
 
  private:
@@ -163,8 +133,8 @@ std::vector<proto::AdmittedInput> AdmitInputs(const Composition& c, const Target
       const __int128 a = g0.lo, b = static_cast<__int128>(g1.lo) - g0.lo;
       if (b == 0) continue;
       const __int128 alo = g0.admitted_lo, ahi = g0.admitted_hi;
-      lo = std::max(lo, b > 0 ? CeilDiv(alo - a, b) : CeilDiv(ahi - a, b));
-      hi = std::min(hi, b > 0 ? FloorDiv(ahi - a, b) : FloorDiv(alo - a, b));
+      lo = std::max(lo, b > 0 ? CeilDivWide(alo - a, b) : CeilDivWide(ahi - a, b));
+      hi = std::min(hi, b > 0 ? FloorDivWide(ahi - a, b) : FloorDivWide(alo - a, b));
     }
     for (int i : dependent) bounded_by.push_back((*base)[i].key);
 
@@ -188,8 +158,8 @@ std::vector<proto::AdmittedInput> AdmitInputs(const Composition& c, const Target
     if (seed) {
       // Grow from the seed: the affine solve is exact for sums, but a floor division (a row's tile, pos / 32)
       // admits more than its probe suggests.
-      const int64_t up = search.GrowHi(seed->first, seed->second, full_hi);
-      found = std::make_pair(search.GrowLo(up, seed->first, full_lo), up);
+      const int64_t up = search.Grow(seed->first, seed->second, full_hi, +1);
+      found = std::make_pair(search.Grow(up, seed->first, full_lo, -1), up);
     }
     if (!found) continue;
     proto::AdmittedInput& a = out.emplace_back();
