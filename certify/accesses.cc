@@ -9,6 +9,7 @@
 #include "certify/context.h"
 #include "certify/generic_access.h"
 #include "certify/table_pages.h"
+#include "spatial/semantics/affine.h"
 
 namespace spatial::certify {
 namespace {
@@ -146,25 +147,25 @@ class AccessPass {
   void CheckTiles(int stage, TensorId tensor, const AccessPattern& p, std::string_view kind) {
     const Stage& st = s_.stages[stage];
     const int64_t tiles = ctx_.TensorTiles(tensor);
-    Wide cy = 0, cx = 0, ck = 0;
-    for (const auto& [var, coef] : p.origin.steps) {
-      if (var == LoopVar::kItemY) cy = Clamp(cy + coef);
-      if (var == LoopVar::kItemX) cx = Clamp(cx + coef);
-      if (var == LoopVar::kKBlock) ck = Clamp(ck + coef);
-    }
-    const Interval kblock = st.phase == Phase::kBody ? Interval::Of(0, Wide{s_.num_blocks} - 1) : Interval::Point(0);
-    // The block's own tiles: (i, j) at i * stride_h + j * stride_w.
-    Interval rest = Interval::Point(p.origin.base) + Scale(kblock, ck) +
-                    Scale(Interval::Of(0, Wide{p.block_h} - 1), p.stride_h) +
-                    Scale(Interval::Of(0, Wide{p.block_w} - 1), p.stride_w);
-    Interval indirect = Interval::Point(0);
+    // TileForm is the one address evaluator (spatial/semantics/affine.h); here over intervals.
+    const AffineForm form = TileForm(p);
+    AddrEnv<Interval> env = ZeroEnv<Interval>();
+    if (st.phase == Phase::kBody) env[static_cast<int>(AddrVar::kKBlock)] = Interval::Of(0, Wide{s_.num_blocks} - 1);
+    env[static_cast<int>(AddrVar::kBlockI)] = Interval::Of(0, Wide{p.block_h} - 1);
+    env[static_cast<int>(AddrVar::kBlockJ)] = Interval::Of(0, Wide{p.block_w} - 1);
     if (p.origin.indirect) {
       const IndirectTile& it = *p.origin.indirect;
       RecordGuard(stage, it, ReadRange(it.index, stage));
-      indirect = Scale(Interval::Of(it.lo, it.hi), it.tile_stride);
+      env[static_cast<int>(AddrVar::kIndex)] = Interval::Of(it.lo, it.hi);
     }
     const Interval limit = Interval::Of(0, Wide{tiles} - 1);
-    auto reach_at = [&](const Interval& y, const Interval& x) { return rest + indirect + Scale(y, cy) + Scale(x, cx); };
+    auto reach_at = [&](const Interval& y, const Interval& x, bool with_index = true) {
+      AddrEnv<Interval> e = env;
+      e[static_cast<int>(AddrVar::kItemY)] = y;
+      e[static_cast<int>(AddrVar::kItemX)] = x;
+      if (!with_index) e[static_cast<int>(AddrVar::kIndex)] = Interval::Point(0);
+      return Evaluate(form, e);
+    };
 
     Interval reach = reach_at(items_.y, items_.x);
     int bad_item = -1;
@@ -188,13 +189,13 @@ class AccessPass {
 
     const WorkItem& w = s_.items[bad_item];
     const Interval at_item = reach_at(Interval::Point(w.y), Interval::Point(w.x));
-    const Interval without_index = rest + Scale(Interval::Point(w.y), cy) + Scale(Interval::Point(w.x), cx);
+    const Interval without_index = reach_at(Interval::Point(w.y), Interval::Point(w.x), false);
     const bool by_index = p.origin.indirect && without_index.Within(limit.lo, limit.hi);
     const Tensor& t = s_.tensors[tensor];
     std::string what = absl::StrCat(std::string(kind), " of tensor '", t.name, "' (", t.rows, " x ", t.cols, ", ",
                                     tiles, " tiles) can address tiles ", IntervalToString(at_item), " for item ",
                                     w.id, " (y=", w.y, ", x=", w.x, ")");
-    if (st.phase == Phase::kBody && ck != 0) absl::StrAppend(&what, " over blocks [0, ", s_.num_blocks, ")");
+    if (st.phase == Phase::kBody && form.Uses(AddrVar::kKBlock)) absl::StrAppend(&what, " over blocks [0, ", s_.num_blocks, ")");
     if (p.origin.indirect) {
       absl::StrAppend(&what, " with its index admitted in [", p.origin.indirect->lo, ", ", p.origin.indirect->hi,
                       "] (tile_stride ", p.origin.indirect->tile_stride, ")");

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "certify/certify.h"
-#include "certify/interval.h"
+#include "spatial/semantics/interval.h"
 #include "spatial/tensor_data.h"
 
 namespace spatial {
@@ -53,8 +53,6 @@ class GuardOracle {
   const Target& t_;
 };
 
-using certify::FloorDivWide;
-__int128 CeilDivWide(__int128 a, __int128 b) { return -FloorDivWide(-a, b); }
 
 class Search {
  public:

@@ -52,8 +52,8 @@ CertifyResult Certify(const Composition& c, const Target& target, const CertifyO
     return result;
   }
 
-  absl::flat_hash_map<std::string, certify::Interval> given;
-  for (const auto& [name, r] : options.input_ranges) given[name] = certify::Interval::Of(r.first, r.second);
+  absl::flat_hash_map<std::string, Interval> given;
+  for (const auto& [name, r] : options.input_ranges) given[name] = Interval::Of(r.first, r.second);
   certify::TensorRanges tensor_ranges(std::move(given));
   int64_t stages = 0;
   for (int i = 0; i < static_cast<int>(c.sections.size()); ++i) {

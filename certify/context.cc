@@ -3,14 +3,9 @@
 #include <algorithm>
 
 #include "spatial/maps.h"
+#include "spatial/semantics/trip.h"
 
 namespace spatial::certify {
-
-namespace {
-
-Wide CeilDivWide(Wide a, Wide b) { return -FloorDivWide(-a, b); }
-
-}  // namespace
 
 SectionContext::SectionContext(const Composition& c, int index, const Target& t, DiagnosticSink& d,
                                proto::SectionProof& p, TensorRanges& tr)
@@ -42,11 +37,9 @@ SectionContext::SectionContext(const Composition& c, int index, const Target& t,
   }
   min_blocks = max_blocks = s.num_blocks;
   if (s.trip && s.trip->per >= 1) {
-    const Trip& trip = *s.trip;
-    const Wide lo = CeilDivWide(Wide{trip.lo} + trip.bias, trip.per);
-    const Wide hi = CeilDivWide(Wide{trip.hi} + trip.bias, trip.per);
-    min_blocks = ToInt64(std::clamp<Wide>(lo, 0, s.num_blocks));
-    max_blocks = ToInt64(std::clamp<Wide>(hi, 0, s.num_blocks));
+    const Interval blocks = TripBlockRange(*s.trip);  // spatial/semantics/trip.h
+    min_blocks = ToInt64(std::clamp<Wide>(blocks.lo, 0, s.num_blocks));
+    max_blocks = ToInt64(std::clamp<Wide>(blocks.hi, 0, s.num_blocks));
   }
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "certify/diagnostics.h"
-#include "certify/interval.h"
+#include "spatial/semantics/interval.h"
 #include "certify/value_ranges.h"
 #include "proto/certificate.pb.h"
 #include "spatial/program.h"

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "certify/codes.h"
 #include "spatial/limits.h"
+#include "spatial/semantics/affine.h"
 
 namespace spatial::certify {
 namespace {
@@ -45,28 +46,25 @@ struct Box {
   }
 };
 
+// A map's form (spatial/semantics/affine.h) and its indirect guard; its affine part is the form with INDEX at 0
+// (the prover adds the indirect term itself, bounded by the guard's modulus).
 struct AffineMap {
-  Wide base = 0;
-  Wide coef[3] = {0, 0, 0};
+  AffineForm form;
   const IndirectTerm* ind = nullptr;
   int64_t page = 0;
 
   Interval Affine(const Box& box) const {
-    Interval r = Interval::Point(base);
-    for (int a = 0; a < 3; ++a) {
-      if (coef[a] != 0) r = r + Scale(box.d[a], coef[a]);
-    }
-    return r;
+    AddrEnv<Interval> env = ZeroEnv<Interval>();
+    env[static_cast<int>(AddrVar::kRow)] = box.d[0];
+    env[static_cast<int>(AddrVar::kCol)] = box.d[1];
+    env[static_cast<int>(AddrVar::kK)] = box.d[2];
+    return Evaluate(form, env);
   }
 };
 
 AffineMap MapOf(const ElemAccess& m, int64_t page) {
   AffineMap out;
-  out.base = m.base;
-  for (const auto& [var, coef] : m.terms) {
-    const int a = AxisOf(var);
-    if (a >= 0) out.coef[a] = Clamp(out.coef[a] + coef);
-  }
+  out.form = ElemForm(m);
   out.ind = m.indirect ? &*m.indirect : nullptr;
   out.page = page;
   return out;
@@ -124,7 +122,8 @@ class GenericProver {
         members_.push_back({static_cast<int>(k)});
         continue;
       }
-      auto key = std::make_tuple(st_.ins[k], m.base, m.coef[0], m.coef[1], m.coef[2]);
+      auto key = std::make_tuple(st_.ins[k], m.form.base, m.form[AddrVar::kRow], m.form[AddrVar::kCol],
+                                 m.form[AddrVar::kK]);
       auto [it, fresh] = classes.try_emplace(key, static_cast<int>(members_.size()));
       if (fresh) members_.emplace_back();
       class_of_[k] = it->second;

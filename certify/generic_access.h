@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "certify/context.h"
-#include "certify/interval.h"
+#include "spatial/semantics/interval.h"
 
 namespace spatial::certify {
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "certify/codes.h"
 #include "certify/context.h"
+#include "spatial/semantics/footprint.h"
 
 namespace spatial::certify {
 namespace {
@@ -23,13 +24,11 @@ std::string StorageList(const Target& t) {
 void CheckFootprint(SectionContext& ctx) {
   const Section& s = ctx.s;
   const int64_t tile_elems = ctx.tile_rows * ctx.tile_cols;
-  Wide total = 0;
+  const Wide total = SectionFootprint(s, ctx.tile_rows, ctx.tile_cols);  // spatial/semantics/footprint.h
   Wide largest = -1;
   int largest_at = -1;
   for (size_t b = 0; b < s.buffers.size(); ++b) {
-    const Buffer& buf = s.buffers[b];
-    const Wide bytes = Clamp(Wide{buf.depth} * buf.page_tiles * TileBytes(buf.precision, tile_elems));
-    total = Clamp(total + bytes);
+    const Wide bytes = BufferBytes(s.buffers[b], ctx.tile_rows, ctx.tile_cols);
     if (bytes > largest) {
       largest = bytes;
       largest_at = static_cast<int>(b);

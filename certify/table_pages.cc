@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "spatial/maps.h"
+#include "spatial/semantics/affine.h"
 
 namespace spatial::certify {
 namespace {
@@ -29,9 +30,7 @@ TablePages::TablePages(const Section& s, int64_t tile_rows, int64_t tile_cols)
   for (const Stage& st : s.stages) {
     const auto* l = std::get_if<Load>(&st.op);
     if (!l || st.outs.size() != 1 || writers[st.outs[0]] != 1 || l->pattern.origin.indirect) continue;
-    bool per_block = false;
-    for (const auto& [var, coef] : l->pattern.origin.steps) per_block = per_block || (var == LoopVar::kKBlock && coef != 0);
-    if (per_block || !KnownIntegers(s.tensors[l->tensor])) continue;
+    if (TileForm(l->pattern).Uses(AddrVar::kKBlock) || !KnownIntegers(s.tensors[l->tensor])) continue;
     table_load_[st.outs[0]] = l;
   }
 }
@@ -45,20 +44,17 @@ std::optional<int64_t> TablePages::Element(BufferId b, const WorkItem& item, int
   const int64_t row = offset / width, col = offset % width;
   const int64_t k = col / tile_cols_;
   if (k >= p.block_h * p.block_w) return std::nullopt;  // past the loaded block: not the table's
-  // Tile k of the page is tile (k / block_w, k % block_w) of the block. Overflow-checked: the address proof of
-  // the load reports hostile coefficients; here they only mean "unknown".
-  int64_t tile = p.origin.base, term = 0;
-  for (const auto& [var, coef] : p.origin.steps) {
-    const int64_t v = var == LoopVar::kItemY ? item.y : var == LoopVar::kItemX ? item.x : 0;
-    if (__builtin_mul_overflow(coef, v, &term) || __builtin_add_overflow(tile, term, &tile)) return std::nullopt;
-  }
-  if (__builtin_mul_overflow(k / p.block_w, p.stride_h, &term) || __builtin_add_overflow(tile, term, &tile) ||
-      __builtin_mul_overflow(k % p.block_w, p.stride_w, &term) || __builtin_add_overflow(tile, term, &tile)) {
-    return std::nullopt;
-  }
+  // Tile k of the page is tile (k / block_w, k % block_w) of the block, by the one address evaluator.
+  AddrEnv<Wide> env = ZeroEnv<Wide>();
+  env[static_cast<int>(AddrVar::kItemY)] = item.y;
+  env[static_cast<int>(AddrVar::kItemX)] = item.x;
+  env[static_cast<int>(AddrVar::kBlockI)] = k / p.block_w;
+  env[static_cast<int>(AddrVar::kBlockJ)] = k % p.block_w;
+  const Wide at = Evaluate(TileForm(p), env);
   const Tensor& t = s_.tensors[l->tensor];
   const int64_t cols_t = CeilDiv(t.cols, tile_cols_);
-  if (tile < 0 || tile >= CeilDiv(t.rows, tile_rows_) * cols_t) return std::nullopt;  // the load faults
+  if (at < 0 || at >= CeilDiv(t.rows, tile_rows_) * cols_t) return std::nullopt;  // the load faults
+  const int64_t tile = static_cast<int64_t>(at);
   const int64_t r = (tile / cols_t) * tile_rows_ + row;
   const int64_t c = (tile % cols_t) * tile_cols_ + col % tile_cols_;
   if (r >= t.rows || c >= t.cols) return 0;  // tile padding

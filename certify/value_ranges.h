@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
-#include "certify/interval.h"
+#include "spatial/semantics/interval.h"
 #include "spatial/program.h"
 
 namespace spatial::certify {

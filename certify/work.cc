@@ -9,6 +9,7 @@
 #include "certify/codes.h"
 #include "certify/context.h"
 #include "spatial/maps.h"
+#include "spatial/semantics/trip.h"
 
 namespace spatial::certify {
 namespace {
@@ -157,8 +158,8 @@ void CheckTrip(SectionContext& ctx) {
     return;
   }
   // A non-positive count runs no block (the VM's rule), which the epilogue's carry check accounts for.
-  auto blocks = [&](int64_t v) { return std::max<Wide>(0, -FloorDivWide(-(Wide{v} + trip.bias), trip.per)); };
-  const Wide lo = blocks(trip.lo), hi = blocks(trip.hi);
+  const Interval range = TripBlockRange(trip);  // spatial/semantics/trip.h
+  const Wide lo = range.lo, hi = range.hi;
   tp->mutable_blocks()->set_lo(ToInt64(lo));
   tp->mutable_blocks()->set_hi(ToInt64(hi));
   if (hi > s.num_blocks) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "spatial/semantics/footprint.h"
 
 namespace spatial {
 
@@ -24,9 +25,7 @@ std::vector<WorkItem> GroupedBlockItems(int64_t groups, int64_t run_t, int64_t b
 }
 
 int64_t SiteFootprint(const Section& s, const Target& target) {
-  int64_t total = 0;
-  for (const Buffer& b : s.buffers) total += b.depth * b.page_tiles * target.tile_bytes(b.precision);
-  return total;
+  return SectionFootprint(s, target.tile_rows(), target.tile_cols());
 }
 
 absl::StatusOr<Composition> FitSite(absl::StatusOr<Composition> c, std::string_view what, const Target& target) {

@@ -23,6 +23,7 @@
 #include "sim/report/timeline.h"
 #include "sim/report/verdict.h"
 #include "sim/vm/vm.h"
+#include "spatial/semantics/trip.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -72,14 +73,13 @@ absl::StatusOr<std::vector<int64_t>> FoldBlocks(const Composition& c, const Tens
       blocks.push_back(-1);
       continue;
     }
-    const int64_t value = static_cast<int64_t>(*v);
-    if (value < trip.lo || value > trip.hi) {
-      return absl::OutOfRangeError(absl::StrCat("TripOutOfRange: section '", s.name, "': trip value ", value,
-                                                " of tensor '", s.tensors[trip.tensor].name, "' outside [",
-                                                trip.lo, ", ", trip.hi, "]"));
+    absl::StatusOr<int64_t> n = RunTripBlocks(trip, s.num_blocks, *v);  // spatial/semantics/trip.h
+    if (!n.ok()) {
+      return absl::OutOfRangeError(absl::StrCat("TripOutOfRange: section '", s.name, "': ", n.status().message(),
+                                                " (element ", trip.elem, " of tensor '",
+                                                s.tensors[trip.tensor].name, "')"));
     }
-    const int64_t n = value + trip.bias;
-    blocks.push_back(n <= 0 ? 0 : (n + trip.per - 1) / trip.per);
+    blocks.push_back(*n);
   }
   return blocks;
 }

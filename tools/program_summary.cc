@@ -5,22 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spatial/semantics/footprint.h"
 
 namespace spatial {
 namespace {
-
-constexpr int64_t kSaturated = std::numeric_limits<int64_t>::max();
-
-// a * b and a + b, saturating: inspect must describe even an invalid program without undefined behaviour.
-int64_t SatMul(int64_t a, int64_t b) {
-  int64_t r;
-  if (a < 0 || b < 0) return 0;
-  return __builtin_mul_overflow(a, b, &r) ? kSaturated : r;
-}
-int64_t SatAdd(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
-}
 
 // 12288 -> "12,288" (v >= 0).
 std::string Grouped(int64_t v) {
@@ -36,16 +24,6 @@ std::string Grouped(int64_t v) {
 
 }  // namespace
 
-int64_t SectionFootprintBytes(const Section& s, int64_t tile_rows, int64_t tile_cols) {
-  int64_t tile_elems = SatMul(tile_rows, tile_cols);
-  int64_t total = 0;
-  for (const Buffer& b : s.buffers) {
-    int64_t tile = TileBytes(b.precision, tile_elems);
-    total = SatAdd(total, SatMul(SatMul(b.depth, b.page_tiles), tile));
-  }
-  return total;
-}
-
 ProgramSummary Summarize(const Composition& c) {
   ProgramSummary out;
   for (const Section& s : c.sections) {
@@ -56,7 +34,7 @@ ProgramSummary Summarize(const Composition& c) {
     ss.items = static_cast<int64_t>(s.items.size());
     ss.num_blocks = s.num_blocks;
     ss.trip = s.trip.has_value();
-    ss.footprint_bytes = SectionFootprintBytes(s, c.tile_rows, c.tile_cols);
+    ss.footprint_bytes = SectionFootprint(s, c.tile_rows, c.tile_cols);
     for (const Stage& st : s.stages) out.stages_by_kind[std::string(StageKindName(st))]++;
     out.stages += ss.stages;
     out.buffers += ss.buffers;
@@ -68,7 +46,7 @@ ProgramSummary Summarize(const Composition& c) {
 }
 
 std::string FormatBytes(int64_t bytes) {
-  if (bytes == kSaturated) return "overflow (more than 2^63 B)";
+  if (bytes == std::numeric_limits<int64_t>::max()) return "overflow (more than 2^63 B)";
   if (bytes < 1024) return absl::StrCat(bytes, " B");
   return absl::StrFormat("%s B (%.1f KiB)", Grouped(bytes), static_cast<double>(bytes) / 1024.0);
 }

@@ -19,8 +19,7 @@ struct SectionSummary {
   int64_t items = 0;
   int64_t num_blocks = 1;
   bool trip = false;
-  // Bytes one site holds for the section's buffers: sum of depth * page_tiles * TileBytes(precision, TR*TC)
-  // (DESIGN §6, footprint). Saturates at INT64_MAX rather than overflowing on absurd programs.
+  // Bytes one site holds for the section's buffers: SectionFootprint (spatial/semantics/footprint.h).
   int64_t footprint_bytes = 0;
 };
 
@@ -35,7 +34,6 @@ struct ProgramSummary {
 
 // Footprint uses the composition's own tile (c.tile_rows x c.tile_cols).
 ProgramSummary Summarize(const Composition& c);
-int64_t SectionFootprintBytes(const Section& s, int64_t tile_rows, int64_t tile_cols);
 
 // "12,288 B (12.0 KiB)".
 std::string FormatBytes(int64_t bytes);

@@ -16,6 +16,7 @@
 #include "sim/machine/schedule.h"
 #include "sim/machine/stage_cost.h"
 #include "sim/place/placement.h"
+#include "spatial/semantics/affine.h"
 #include "spatial/status_macros.h"
 
 // libsystemc.so's own main() calls sc_main. Binaries here have their own main() and drive SystemC through
@@ -301,20 +302,15 @@ void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, 
                        const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall) {
   const AccessPattern& pat =
       write ? std::get<Store>(stage.op).pattern : std::get<Load>(stage.op).pattern;
-  // The origin tile, in wrapping unsigned arithmetic: only its residue picks channels, and a hostile address must
-  // not overflow a signed integer.
-  uint64_t origin = static_cast<uint64_t>(pat.origin.base);
-  for (const Term& t : pat.origin.steps) {
-    int64_t v = 0;
-    if (t.first == LoopVar::kItemY) v = item.y;
-    if (t.first == LoopVar::kItemX) v = item.x;
-    if (t.first == LoopVar::kKBlock) v = std::max<int32_t>(0, block);
-    origin += static_cast<uint64_t>(t.second) * static_cast<uint64_t>(v);
-  }
-  // The index value is known only to the VM; timing takes the admitted range's low end.
-  if (pat.origin.indirect) {
-    origin += static_cast<uint64_t>(pat.origin.indirect->tile_stride) * static_cast<uint64_t>(pat.origin.indirect->lo);
-  }
+  // The block's tiles by TileForm, the one address evaluator (spatial/semantics/affine.h). CheckAddresses has
+  // proven them inside the tensor; only their residues pick channels. The index value is known only to the VM:
+  // timing takes the admitted range's low end.
+  const AffineForm form = TileForm(pat);
+  AddrEnv<Wide> env = ZeroEnv<Wide>();
+  env[static_cast<int>(AddrVar::kItemY)] = item.y;
+  env[static_cast<int>(AddrVar::kItemX)] = item.x;
+  env[static_cast<int>(AddrVar::kKBlock)] = std::max<int32_t>(0, block);
+  if (pat.origin.indirect) env[static_cast<int>(AddrVar::kIndex)] = pat.origin.indirect->lo;
   const uint64_t channels = static_cast<uint64_t>(p_.channels);
   std::fill(channel_tiles_.begin(), channel_tiles_.end(), 0);
   const int64_t tiles = cost.tiles;
@@ -326,9 +322,10 @@ void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, 
   } else {
     for (int64_t i = 0; i < pat.block_h; ++i) {
       for (int64_t j = 0; j < pat.block_w; ++j) {
-        const uint64_t t = origin + static_cast<uint64_t>(i) * static_cast<uint64_t>(pat.stride_h) +
-                           static_cast<uint64_t>(j) * static_cast<uint64_t>(pat.stride_w);
-        ++channel_tiles_[t % channels];
+        env[static_cast<int>(AddrVar::kBlockI)] = i;
+        env[static_cast<int>(AddrVar::kBlockJ)] = j;
+        const Wide t = Evaluate(form, env);
+        ++channel_tiles_[static_cast<uint64_t>(t < 0 ? 0 : t) % channels];
       }
     }
   }
@@ -554,9 +551,9 @@ absl::Status CheckRunLength(const std::vector<SectionPlan>& plans, const Machine
 
 // Every tile a Load or Store forms, for every item and fold block the run executes, lies in its tensor: the
 // machine refuses, as the VM does, to time an access outside memory (a program run with --no-certify and no
-// values would otherwise report cycles for reading tile 1000 of a 4-tile tensor). An address is affine in the
-// item coordinates and the block, so its extremes are at the first and last block and at the block's corners;
-// an indirect origin is checked at both ends of its admitted range (the value is known only to the VM).
+// values would otherwise report cycles for reading tile 1000 of a 4-tile tensor). The reach of each item is
+// TileForm over the item's coordinates, the blocks the run folds, the index's admitted range and the block's
+// tiles: exact, since each variable appears once (spatial/semantics/affine.h).
 absl::Status CheckAddresses(const SectionPlan& sp, int64_t tile_rows, int64_t tile_cols) {
   const Section& s = *sp.section;
   for (size_t si = 0; si < s.stages.size(); ++si) {
@@ -571,43 +568,30 @@ absl::Status CheckAddresses(const SectionPlan& sp, int64_t tile_rows, int64_t ti
       tensor = w->tensor;
     }
     if (pat == nullptr) continue;
+    if (st.phase == Phase::kBody && sp.blocks == 0) continue;  // a fold of no blocks runs no body stage
     const Tensor& t = s.tensors[tensor];
     const int64_t tiles = ((t.rows + tile_rows - 1) / tile_rows) * ((t.cols + tile_cols - 1) / tile_cols);
     const int64_t last_block = st.phase == Phase::kBody ? std::max<int64_t>(0, sp.blocks - 1) : 0;
-    if (st.phase == Phase::kBody && sp.blocks == 0) continue;  // a fold of no blocks runs no body stage
-    std::vector<int64_t> indirect = {0};
-    if (pat->origin.indirect) indirect = {pat->origin.indirect->lo, pat->origin.indirect->hi};
+    const AffineForm form = TileForm(*pat);
+    AddrEnv<Interval> env = ZeroEnv<Interval>();
+    env[static_cast<int>(AddrVar::kKBlock)] = Interval::Of(0, last_block);
+    if (pat->origin.indirect) {
+      env[static_cast<int>(AddrVar::kIndex)] = Interval::Of(pat->origin.indirect->lo, pat->origin.indirect->hi);
+    }
+    env[static_cast<int>(AddrVar::kBlockI)] = Interval::Of(0, Wide{pat->block_h} - 1);
+    env[static_cast<int>(AddrVar::kBlockJ)] = Interval::Of(0, Wide{pat->block_w} - 1);
     for (const WorkItem& item : s.items) {
-      for (int64_t block : {int64_t{0}, last_block}) {
-        for (int64_t v : indirect) {
-          for (int64_t i : {int64_t{0}, pat->block_h - 1}) {
-            for (int64_t j : {int64_t{0}, pat->block_w - 1}) {
-              int64_t a = pat->origin.base;
-              bool overflow = false;
-              auto add = [&](int64_t coef, int64_t x) {
-                int64_t p = 0;
-                overflow |= __builtin_mul_overflow(coef, x, &p);
-                overflow |= __builtin_add_overflow(a, p, &a);
-              };
-              for (const Term& term : pat->origin.steps) {
-                add(term.second, term.first == LoopVar::kItemY   ? item.y
-                                 : term.first == LoopVar::kItemX ? item.x
-                                 : term.first == LoopVar::kKBlock ? block
-                                                                   : 0);
-              }
-              if (pat->origin.indirect) add(pat->origin.indirect->tile_stride, v);
-              add(pat->stride_h, i);
-              add(pat->stride_w, j);
-              if (overflow || a < 0 || a >= tiles) {
-                return absl::OutOfRangeError(absl::StrCat(
-                    "TileOutOfRange: section '", s.name, "' item ", item.id, " stage '", st.name, "' (#", si,
-                    "): ", overflow ? "an address that overflows int64" : absl::StrCat("tile ", a), " of tensor '",
-                    t.name, "' (", tiles, " tiles)", st.phase == Phase::kBody ? absl::StrCat(" at block ", block) : "",
-                    pat->origin.indirect ? absl::StrCat(" with the index at ", v) : ""));
-              }
-            }
-          }
-        }
+      env[static_cast<int>(AddrVar::kItemY)] = Interval::Point(item.y);
+      env[static_cast<int>(AddrVar::kItemX)] = Interval::Point(item.x);
+      const Interval reach = Evaluate(form, env);
+      if (!reach.Within(0, Wide{tiles} - 1)) {
+        return absl::OutOfRangeError(absl::StrCat(
+            "TileOutOfRange: section '", s.name, "' item ", item.id, " stage '", st.name, "' (#", si,
+            "): tile ", WideToString(reach.lo < 0 ? reach.lo : reach.hi), " of tensor '", t.name, "' (", tiles, " tiles)",
+            st.phase == Phase::kBody ? absl::StrCat(" over blocks [0, ", last_block, "]") : "",
+            pat->origin.indirect ? absl::StrCat(" with the index in [", pat->origin.indirect->lo, ", ",
+                                                pat->origin.indirect->hi, "]")
+                                 : ""));
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "spatial/semantics/affine.h"
 
 namespace spatial {
 namespace {
@@ -163,9 +164,7 @@ std::optional<Contraction> PeelContraction(const Body& body) {
   return std::nullopt;
 }
 
-bool MapUses(const ElemAccess& m, LoopVar v) {
-  return std::any_of(m.terms.begin(), m.terms.end(), [v](const Term& t) { return t.first == v && t.second != 0; });
-}
+bool MapUses(const ElemAccess& m, AddrVar v) { return ElemForm(m).Uses(v); }  // spatial/semantics/affine.h
 
 std::optional<ComputeCost> ContractionCost(const Section& s, const Stage& st, const Generic& g, const Target& target,
                                            const MachineParams& p) {
@@ -190,11 +189,11 @@ std::optional<ComputeCost> ContractionCost(const Section& s, const Stage& st, co
   if (con->a < 0 || con->b < 0 || con->a >= nin || con->b >= nin) return std::nullopt;
   auto is_lhs = [&](int slot) {  // read over (ROW, K), no COL
     const ElemAccess& m = g.ins[slot];
-    return !m.indirect && MapUses(m, LoopVar::kK) && !MapUses(m, LoopVar::kCol);
+    return !m.indirect && MapUses(m, AddrVar::kK) && !MapUses(m, AddrVar::kCol);
   };
   auto is_rhs = [&](int slot) {  // read over (K, COL), no ROW
     const ElemAccess& m = g.ins[slot];
-    return !m.indirect && MapUses(m, LoopVar::kK) && !MapUses(m, LoopVar::kRow);
+    return !m.indirect && MapUses(m, AddrVar::kK) && !MapUses(m, AddrVar::kRow);
   };
   if (!(is_lhs(con->a) && is_rhs(con->b))) {
     if (!(is_lhs(con->b) && is_rhs(con->a))) return std::nullopt;

@@ -1,9 +1,7 @@
 #include "sim/vm/fault.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "spatial/number_text.h"
 
 namespace spatial::vm_internal {
 
@@ -18,11 +16,6 @@ absl::Status FaultStatus(std::string_view kind, const std::string& where, const 
   return absl::FailedPreconditionError(msg);
 }
 
-std::string FormatValue(double v) {
-  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.0e15) {
-    return absl::StrCat(static_cast<int64_t>(v));
-  }
-  return absl::StrFormat("%.17g", v);
-}
+std::string FormatValue(double v) { return NumberText(v); }
 
 }  // namespace spatial::vm_internal

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/vm/exact_math.h"
 #include "spatial/limits.h"
+#include "spatial/semantics/affine.h"
 
 namespace spatial::vm_internal {
 namespace {
@@ -159,14 +161,16 @@ absl::StatusOr<GenericKernel> GenericKernel::Compile(const Generic& g, std::vect
 }
 
 absl::Status GenericKernel::CompileMap(const ElemAccess& m, const std::string& what, Map& out) {
+  // The map's meaning is ElemForm (spatial/semantics/affine.h); the kernel compiles it to one int64 coefficient
+  // per iterated position. An axis the Generic does not iterate reads as zero.
+  const AffineForm form = ElemForm(m);
   out.base = m.base;
-  for (const auto& [var, coef] : m.terms) {
-    unsigned v = static_cast<unsigned>(var);
-    int p = v < 8 ? axis_of_var_[v] : 3;
-    if (p == 3) continue;  // not iterated: a Generic sees only its own axes, every other var reads as zero
-    if (__builtin_add_overflow(out.coef[p], coef, &out.coef[p])) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": coefficients of ", VarName(var), " overflow"));
+  for (int p = 0; p < num_iters_; ++p) {
+    const Wide coef = form[*AddrVarOf(var_[p])];
+    if (coef < std::numeric_limits<int64_t>::min() || coef > std::numeric_limits<int64_t>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": coefficients of ", VarName(var_[p]), " overflow"));
     }
+    out.coef[p] = static_cast<int64_t>(coef);
   }
   double bound = std::fabs(static_cast<double>(m.base));
   for (int p = 0; p < num_iters_; ++p) {

@@ -2,25 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "spatial/semantics/affine.h"
 
 namespace spatial::vm_internal {
 namespace {
 
-// The block's origin tile: base + sum(coef * var) [+ tile_stride * v], with v element 0 of the index page.
-// Hostile coefficients cannot overflow: every step is checked.
-bool Origin(const TileAddr& addr, const Bindings& vars, const BufferState* index, int64_t& origin, Fault& fault) {
-  origin = addr.base;
-  for (const auto& [var, coef] : addr.steps) {
-    int64_t term;
-    if (__builtin_mul_overflow(coef, vars.Value(var), &term) || __builtin_add_overflow(origin, term, &origin)) {
-      fault = MakeFault(kTileOutOfRange, "the tile address overflows int64");
-      return false;
-    }
-  }
-  if (!addr.indirect) return true;
-  const IndirectTile& ind = *addr.indirect;
+// The index value an indirect origin reads (element 0 of the index page), checked against its admitted range.
+bool IndexValue(const IndirectTile& ind, const BufferState* index, Wide& value, Fault& fault) {
   const double v = index->page[0];
   const std::string& name = index->decl->name;
   if (v != std::floor(v)) {
@@ -28,35 +19,43 @@ bool Origin(const TileAddr& addr, const Bindings& vars, const BufferState* index
                                                      "') is not an integer"));
     return false;
   }
-  // The magnitude bound keeps the int64 conversion below defined whatever [lo, hi] admits.
+  // The magnitude bound keeps the integer conversion below defined whatever [lo, hi] admits.
   if (!(v >= static_cast<double>(ind.lo) && v <= static_cast<double>(ind.hi)) || std::fabs(v) > 9.0e18) {
     fault = MakeFault(kIndexOutOfRange, absl::StrCat("index value ", FormatValue(v), " (element 0 of buffer '", name,
                                                      "') not in [", ind.lo, ", ", ind.hi, "]"));
     return false;
   }
-  int64_t term;
-  if (__builtin_mul_overflow(ind.tile_stride, static_cast<int64_t>(v), &term) ||
-      __builtin_add_overflow(origin, term, &origin)) {
-    fault = MakeFault(kTileOutOfRange, "the tile address overflows int64");
-    return false;
-  }
+  value = static_cast<int64_t>(v);
   return true;
 }
 
-// Tile (i, j) of the block: origin + i * stride_h + j * stride_w, inside the tensor's tile grid.
-bool BlockTile(const AccessPattern& p, int64_t origin, int64_t i, int64_t j, const TensorValue& t, int64_t& tile,
-               Fault& fault) {
-  int64_t a, b;
-  if (__builtin_mul_overflow(i, p.stride_h, &a) || __builtin_mul_overflow(j, p.stride_w, &b) ||
-      __builtin_add_overflow(origin, a, &tile) || __builtin_add_overflow(tile, b, &tile)) {
+// The block's addresses: TileForm (spatial/semantics/affine.h) bound to this item, block and index value.
+bool BlockEnv(const AccessPattern& p, const Bindings& vars, const BufferState* index, AddrEnv<Wide>& env,
+              Fault& fault) {
+  env = ZeroEnv<Wide>();
+  env[static_cast<int>(AddrVar::kItemY)] = vars.item_y;
+  env[static_cast<int>(AddrVar::kItemX)] = vars.item_x;
+  env[static_cast<int>(AddrVar::kKBlock)] = vars.kblock;
+  return !p.origin.indirect || IndexValue(*p.origin.indirect, index, env[static_cast<int>(AddrVar::kIndex)], fault);
+}
+
+// Tile (i, j) of the block, inside the tensor's tile grid.
+bool BlockTile(const AffineForm& form, AddrEnv<Wide>& env, int64_t i, int64_t j, const TensorValue& t,
+               int64_t& tile, Fault& fault) {
+  env[static_cast<int>(AddrVar::kBlockI)] = i;
+  env[static_cast<int>(AddrVar::kBlockJ)] = j;
+  const Wide a = Evaluate(form, env);
+  if (a < std::numeric_limits<int64_t>::min() || a > std::numeric_limits<int64_t>::max()) {
     fault = MakeFault(kTileOutOfRange, absl::StrCat("the address of block tile (", i, ", ", j, ") overflows int64"));
     return false;
   }
-  if (tile < 0 || tile >= t.num_tiles()) {
+  if (a < 0 || a >= t.num_tiles()) {
     fault = MakeFault(kTileOutOfRange,
-                      absl::StrCat("tile ", tile, " of tensor '", t.decl->name, "' (", t.num_tiles(), " tiles)"));
+                      absl::StrCat("tile ", WideToString(a), " of tensor '", t.decl->name, "' (", t.num_tiles(),
+                                   " tiles)"));
     return false;
   }
+  tile = static_cast<int64_t>(a);
   return true;
 }
 
@@ -75,13 +74,14 @@ TileWindow Window(const TensorValue& t, int64_t tile, TileShape ts) {
 bool RunLoad(const Load& load, const TensorValue& t, BufferState& out, const BufferState* index,
              const Bindings& vars, TileShape tile, const ValueModel& model, Fault& fault) {
   const AccessPattern& p = load.pattern;
-  int64_t origin;
-  if (!Origin(p.origin, vars, index, origin, fault)) return false;
+  const AffineForm form = TileForm(p);
+  AddrEnv<Wide> env;
+  if (!BlockEnv(p, vars, index, env, fault)) return false;
   std::fill(out.spare.begin(), out.spare.end(), 0.0);
   for (int64_t i = 0; i < p.block_h; ++i) {
     for (int64_t j = 0; j < p.block_w; ++j) {
       int64_t tt;
-      if (!BlockTile(p, origin, i, j, t, tt, fault)) return false;
+      if (!BlockTile(form, env, i, j, t, tt, fault)) return false;
       const TileWindow w = Window(t, tt, tile);
       double* dst = out.spare.data() + (i * p.block_w + j) * tile.cols;
       for (int64_t r = 0; r < w.nr; ++r) {
@@ -98,12 +98,13 @@ bool RunLoad(const Load& load, const TensorValue& t, BufferState& out, const Buf
 bool RunStore(const Store& store, TensorValue& t, const BufferState& src, const BufferState* index,
               const Bindings& vars, TileShape tile, const ValueModel& model, Fault& fault) {
   const AccessPattern& p = store.pattern;
-  int64_t origin;
-  if (!Origin(p.origin, vars, index, origin, fault)) return false;
+  const AffineForm form = TileForm(p);
+  AddrEnv<Wide> env;
+  if (!BlockEnv(p, vars, index, env, fault)) return false;
   for (int64_t i = 0; i < p.block_h; ++i) {
     for (int64_t j = 0; j < p.block_w; ++j) {
       int64_t tt;
-      if (!BlockTile(p, origin, i, j, t, tt, fault)) return false;
+      if (!BlockTile(form, env, i, j, t, tt, fault)) return false;
       const TileWindow w = Window(t, tt, tile);
       const double* from = src.page.data() + (i * p.block_w + j) * tile.cols;
       for (int64_t r = 0; r < w.nr; ++r) {

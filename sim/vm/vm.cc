@@ -17,6 +17,7 @@
 #include "sim/vm/generic_kernel.h"
 #include "sim/vm/run_state.h"
 #include "sim/vm/tile_ops.h"
+#include "spatial/semantics/trip.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -354,20 +355,9 @@ class Runner {
     const TensorValue& t = tensors_[cs.tensor[tr.tensor]];
     const double v = t.values[static_cast<size_t>(tr.elem)];
     const std::string elem = absl::StrCat(" (element ", tr.elem, " of tensor '", t.decl->name, "')");
-    const std::string value = absl::StrCat("trip value ", vi::FormatValue(v));
-    if (v != std::floor(v)) {
-      return FaultStatus(vi::kTripOutOfRange, Where(s), absl::StrCat(value, " is not an integer", elem));
-    }
-    // The explicit magnitude bound keeps the int64 conversion below defined whatever [lo, hi] admits.
-    if (!(v >= static_cast<double>(tr.lo) && v <= static_cast<double>(tr.hi)) || std::fabs(v) > 9.0e18) {
-      return FaultStatus(vi::kTripOutOfRange, Where(s),
-                         absl::StrCat(value, " not in [", tr.lo, ", ", tr.hi, "]", elem));
-    }
-    int64_t num;
-    if (__builtin_add_overflow(static_cast<int64_t>(v), tr.bias, &num)) {
-      return FaultStatus(vi::kTripOutOfRange, Where(s), value + " plus its bias overflows int64" + elem);
-    }
-    return num <= 0 ? 0 : num / tr.per + (num % tr.per != 0);
+    absl::StatusOr<int64_t> blocks = RunTripBlocks(tr, s.num_blocks, v);  // spatial/semantics/trip.h
+    if (!blocks.ok()) return FaultStatus(vi::kTripOutOfRange, Where(s), std::string(blocks.status().message()) + elem);
+    return *blocks;
   }
 
   absl::Status RunSection(int si) {

@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/cli.h"
+#include "spatial/semantics/footprint.h"
 #include "tools/program_summary.h"
 #include "tools/random_inputs.h"
 #include "tools/tensor_report.h"
@@ -126,7 +127,7 @@ TEST(ProgramSummary, FootprintIsDepthTimesPageTilesTimesTileBytes) {
 TEST(ProgramSummary, AbsurdSizesSaturateInsteadOfOverflowing) {
   Section s;
   s.buffers = {{"huge", int64_t{1} << 40, int64_t{1} << 40, Precision::kFp32, BufferKind::kBuffer}};
-  EXPECT_EQ(SectionFootprintBytes(s, 32, 32), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(SectionFootprint(s, 32, 32), std::numeric_limits<int64_t>::max());
   EXPECT_EQ(FormatBytes(std::numeric_limits<int64_t>::max()), "overflow (more than 2^63 B)");
   EXPECT_EQ(FormatBytes(512), "512 B");
 }

@@ -225,8 +225,13 @@ TEST(VmHostile, Trips) {
   // A trip admitting a huge count is stopped by the work cap, not run.
   c = Valid();
   S(c).stages[1].phase = Phase::kBody;
+  S(c).num_blocks = kBig;
   S(c).trip = Trip{0, 0, 0, kBig, kBig - 10, 1};
   ExpectError(c, "TooLarge", "refuses more than");
+  // A trip that would fold past the section's num_blocks faults, as the certifier refuses it (one rule for both,
+  // spatial/semantics/trip.h): the loads are proven for num_blocks only.
+  S(c).num_blocks = 4;
+  ExpectError(c, "TripOutOfRange: section 's'", "more than the fold's 4");
   // Many empty items are work too.
   c = Valid();
   S(c).stages.clear();

@@ -1,17 +1,18 @@
-// Saturating integer intervals for the certifier's range proofs.
+// Saturating integer intervals: the certifier's domain for range proofs, and (as points) the exact integers every
+// address evaluator of spatial/semantics uses.
 //
 // Program numbers are int64 but their sums and products are not (a hostile coefficient times an extent), so the
 // bounds are kept in __int128 and clamped to +-2^100: far outside every range a check compares against, so a
 // saturated bound still fails the check it should fail, and no arithmetic here can overflow.
-#ifndef CERTIFY_INTERVAL_H_
-#define CERTIFY_INTERVAL_H_
+#ifndef SPATIAL_SEMANTICS_INTERVAL_H_
+#define SPATIAL_SEMANTICS_INTERVAL_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 
-namespace spatial::certify {
+namespace spatial {
 
 using Wide = __int128;
 
@@ -99,6 +100,8 @@ inline Wide FloorDivWide(Wide a, Wide b) {
   return q;
 }
 
+inline Wide CeilDivWide(Wide a, Wide b) { return -FloorDivWide(-a, b); }
+
 // floor(a / b) over b's nonzero values (a zero divisor faults at run time: it produces no value). floor(a/b) is
 // monotone in a for a fixed sign of b and monotone in b for a fixed sign of a, so the extremes are at corners
 // of each sign-split piece.
@@ -152,6 +155,6 @@ inline std::string IntervalToString(const Interval& x) {
   return "[" + WideToString(x.lo) + ", " + WideToString(x.hi) + "]";
 }
 
-}  // namespace spatial::certify
+}  // namespace spatial
 
-#endif  // CERTIFY_INTERVAL_H_
+#endif  // SPATIAL_SEMANTICS_INTERVAL_H_

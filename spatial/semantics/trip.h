@@ -1,0 +1,27 @@
+// The one meaning of a fold's trip (DESIGN §3.5): how many blocks a section folds when its count is read at run
+// time. The VM, the simulator and the certifier all count blocks here.
+#ifndef SPATIAL_SEMANTICS_TRIP_H_
+#define SPATIAL_SEMANTICS_TRIP_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "spatial/program.h"
+#include "spatial/semantics/interval.h"
+
+namespace spatial {
+
+// ceil((value + bias) / per), or 0 when that is not positive (a fold of no blocks runs no body stage). Exact.
+Wide TripBlocks(const Trip& t, Wide value);
+
+// The block counts the admitted values [lo, hi] give (monotone in the value, so the ends suffice).
+Interval TripBlockRange(const Trip& t);
+
+// The block count of a run whose trip tensor holds `value`. Faults (OutOfRange; the message is the detail, the
+// caller names the section) when the value is not an integer, lies outside [lo, hi], or would fold more than the
+// section's num_blocks (the loads are proven for those only).
+absl::StatusOr<int64_t> RunTripBlocks(const Trip& t, int64_t num_blocks, double value);
+
+}  // namespace spatial
+
+#endif  // SPATIAL_SEMANTICS_TRIP_H_
