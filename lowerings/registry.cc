@@ -1,6 +1,7 @@
 #include "lowerings/registry.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/attention.h"
@@ -19,6 +20,7 @@
 #include "lowerings/size_budget.h"
 #include "lowerings/softmax.h"
 #include "lowerings/tables.h"
+#include "passes/handles.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -89,7 +91,16 @@ absl::StatusOr<Composition> Lower(const proto::OpSpec& spec, const Target& targe
     // ★ SIZES ARE CHECKED BEFORE ANYTHING IS BUILT FROM THEM (size_budget.h): every tensor the spec makes fits
     // int64 and the program model's limit, so no family forms an overflowing product or sizes a vector from one.
     RETURN_IF_ERROR(CheckSpecSizes(spec));
-    return e.lower(spec, target);
+    ASSIGN_OR_RETURN(Composition c, e.lower(spec, target));
+    // ★ SECTIONS MEET THROUGH TYPED HANDLES (passes/handles.h): a name a section reads that no earlier section
+    // produces must be one the op is given (an operand, or its result when that is carried state), so a
+    // misspelled internal name is a lowering bug here instead of a silent new run input.
+    std::set<std::string> given{spec.out()};
+    for (const proto::Operand& o : spec.operands()) given.insert(o.name());
+    if (absl::Status st = CheckHandles(c, &given); !st.ok()) {
+      return absl::InternalError(absl::StrCat("internal: the ", KindName(e.kind), " lowering ", st.message()));
+    }
+    return c;
   }
   return NotLowered(absl::StrCat("op kind '", OpKindName(spec), "' is not lowered yet"));
 }

@@ -23,6 +23,7 @@ Subcommand SimulateCommand();
 Subcommand CertifyCommand();
 Subcommand TargetsCommand();
 Subcommand OpsCommand();
+Subcommand OptCommand();
 
 }  // namespace spatial
 

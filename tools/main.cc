@@ -24,6 +24,7 @@ std::vector<Subcommand> Subcommands() {
       SimulateCommand(),
       VmCommand(),
       InspectCommand(),
+      OptCommand(),
       DemoCommand(),
       TargetsCommand(),
       OpsCommand(),

@@ -9,6 +9,7 @@
 #include "lowerings/common.h"
 #include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
+#include "passes/fit_site.h"
 #include "spatial/builder.h"
 #include "spatial/checked.h"
 #include "spatial/maps.h"
@@ -301,9 +302,10 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
 
 absl::StatusOr<Composition> FlashFold(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                       const Target& target) {
-  ASSIGN_OR_RETURN(Composition doubled, FlashFoldPaged(names, g, tag, target, 2));
-  if (SiteFootprint(doubled.sections[0], target) <= target.max_local_mem_bytes()) return doubled;
-  return FlashFoldPaged(names, g, tag, target, 1);
+  // Two pages in the streams, one where two do not fit: the fit-site pass decides (passes/fit_site.h).
+  ASSIGN_OR_RETURN(Composition c, FlashFoldPaged(names, g, tag, target, 2));
+  FitSectionToSite(c.sections[0], target);
+  return c;
 }
 
 }  // namespace spatial

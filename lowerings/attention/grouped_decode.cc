@@ -10,6 +10,7 @@
 #include "lowerings/common.h"
 #include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
+#include "passes/fit_site.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
@@ -81,9 +82,7 @@ absl::StatusOr<Composition> GroupedDecodeAttention(const AttentionNames& names, 
 
   // ★ TWO PAGES WHERE THEY FIT, ONE WHERE THEY DO NOT.
   ASSIGN_OR_RETURN(Composition regroup, Regroup(names.operand(0), grouped_q, g, tag, precision, target, 2));
-  if (SiteFootprint(regroup.sections[0], target) > budget) {
-    ASSIGN_OR_RETURN(regroup, Regroup(names.operand(0), grouped_q, g, tag, precision, target, 1));
-  }
+  FitSectionToSite(regroup.sections[0], target);  // passes/fit_site.h
   ASSIGN_OR_RETURN(regroup, fits(std::move(regroup)));
 
   FlashGeometry grouped = g;

@@ -10,6 +10,7 @@
 #include "lowerings/row_writes.h"
 #include "lowerings/size_budget.h"
 #include "lowerings/tables_rows_common.h"
+#include "passes/fit_site.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -46,11 +47,9 @@ bool TakesChunks(int64_t rows, int64_t tile) { return rows > 1 && ChunkedSection
 // one page computes the same values.
 absl::StatusOr<Composition> Paged(const std::function<absl::StatusOr<Composition>(int64_t)>& build,
                                   const Target& target) {
-  ASSIGN_OR_RETURN(Composition doubled, build(2));
-  for (const Section& s : doubled.sections) {
-    if (SiteFootprint(s, target) > target.max_local_mem_bytes()) return build(1);
-  }
-  return doubled;
+  ASSIGN_OR_RETURN(Composition c, build(2));
+  RETURN_IF_ERROR(FitSite(c, target));  // passes/fit_site.h
+  return c;
 }
 
 namespace {

@@ -108,6 +108,15 @@ TEST_P(ExampleFlow, LowerCertifyVmSimulateCompare) {
   ASSERT_EQ(lower.code, 0) << lower.err;
   CliRun cert = Spatial(absl::StrCat("certify ", prog, " -o ", Path("cert.textproto")));
   ASSERT_EQ(cert.code, 0) << cert.err;
+  // The pass pipeline runs on every example program; the lowerings already fit their sites, so fit-site
+  // changes nothing, and every pass's program is printed.
+  const std::string opt = Path("prog.opt.textproto");
+  CliRun passes = Spatial(absl::StrCat("opt --passes=verify,fit-site,compose --print-after-all ", prog, " -o ", opt));
+  ASSERT_EQ(passes.code, 0) << passes.err;
+  for (const char* pass : {"verify", "fit-site", "compose"}) {
+    EXPECT_THAT(passes.out, HasSubstr(absl::StrCat("// ---- after pass '", pass, "' ----")));
+  }
+  EXPECT_EQ(Slurp(opt), Slurp(prog));
   for (int seed : {1, 2, 3}) {
     CliRun vm = Spatial(absl::StrCat("vm ", prog, " --random-inputs=", seed, " --quiet"));
     ASSERT_EQ(vm.code, 0) << "seed " << seed << ": " << vm.err;
