@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
-#include "spatial/semantics/affine.h"
+#include "spatial/semantics/contraction.h"
 
 namespace spatial {
 namespace {
@@ -119,86 +119,18 @@ ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm,
 }
 
 // ── A contraction on the matrix engine ──
-// A Generic whose iterations are ROW and COL (parallel) and K (reduced by Sum), and whose body — once guards
-// `pred ? x : 0` (either branch the constant 0) and constant factors are peeled off — is the product of two input
-// slots, one read over (ROW, K) and the other over (K, COL), is C = A * B: linalg.generic's matmul, e.g. the flash
-// fold's Q K^T and P V. The matrix engine runs it as ceil(R/tr) x ceil(C/tc) x ceil(K/tc) tile products at the
-// target's fidelity, as MatmulTiles costs them (tt-metal's matmul_tiles), not point by point on the eltwise path.
-// A peeled constant factor costs one eltwise multiply pass over the output tiles; a guard one SFPU instruction row
-// per tile of the smaller operand (masking either operand zeroes the product).
-struct Contraction {
-  int a = -1;  // the input slot read over (ROW, K)
-  int b = -1;  // the input slot read over (K, COL)
-  int64_t guards = 0;
-  int64_t factors = 0;
-};
-
-bool IsConstNode(const Body& x) { return x.defined() && x->op == BodyOp::kConst; }
-bool IsZeroConst(const Body& x) { return IsConstNode(x) && x->value == 0.0; }
-
-// The two factors of a contraction's body, or nullopt when the body is anything else.
-std::optional<Contraction> PeelContraction(const Body& body) {
-  Contraction c;
-  const BodyNode* n = body.get();
-  for (int depth = 0; n != nullptr && depth < 64; ++depth) {
-    if (n->op == BodyOp::kSelect) {
-      const bool then_zero = IsZeroConst(n->b), else_zero = IsZeroConst(n->c);
-      if (then_zero == else_zero) return std::nullopt;
-      ++c.guards;
-      n = (then_zero ? n->c : n->b).get();
-    } else if (n->op == BodyOp::kMul && IsConstNode(n->b)) {
-      ++c.factors;
-      n = n->a.get();
-    } else if (n->op == BodyOp::kMul && IsConstNode(n->a)) {
-      ++c.factors;
-      n = n->b.get();
-    } else if (n->op == BodyOp::kMul && n->a.defined() && n->b.defined() && n->a->op == BodyOp::kOperand &&
-               n->b->op == BodyOp::kOperand && n->a->operand != n->b->operand) {
-      c.a = n->a->operand;
-      c.b = n->b->operand;
-      return c;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
-
-bool MapUses(const ElemAccess& m, AddrVar v) { return ElemForm(m).Uses(v); }  // spatial/semantics/affine.h
-
+// Which Generics are contractions is decided by spatial/semantics/contraction.h, which the VM's numerics read too.
+// The matrix engine runs one as ceil(R/tr) x ceil(C/tc) x ceil(K/tc) tile products at the target's fidelity, as
+// MatmulTiles costs them (tt-metal's matmul_tiles), not point by point on the eltwise path. A peeled constant
+// factor costs one eltwise multiply pass over the output tiles; a guard one SFPU instruction row per tile of the
+// smaller operand (masking either operand zeroes the product).
 std::optional<ComputeCost> ContractionCost(const Section& s, const Stage& st, const Generic& g, const Target& target,
                                            const MachineParams& p) {
-  int64_t rows = 1, cols = 1, k = 0;
-  for (const IterSpec& it : g.iters) {
-    const int64_t e = std::max<int64_t>(0, it.extent);
-    if (it.var == LoopVar::kK && it.kind == IterKind::kReduceSum) {
-      if (k != 0) return std::nullopt;
-      k = e;
-    } else if (it.kind == IterKind::kParallel && it.var == LoopVar::kRow) {
-      rows = SatMul(rows, e);
-    } else if (it.kind == IterKind::kParallel && it.var == LoopVar::kCol) {
-      cols = SatMul(cols, e);
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (k < 1 || rows < 1 || cols < 1) return std::nullopt;
-  std::optional<Contraction> con = PeelContraction(g.body);
-  if (!con) return std::nullopt;
-  const int nin = static_cast<int>(std::min(g.ins.size(), st.ins.size()));
-  if (con->a < 0 || con->b < 0 || con->a >= nin || con->b >= nin) return std::nullopt;
-  auto is_lhs = [&](int slot) {  // read over (ROW, K), no COL
-    const ElemAccess& m = g.ins[slot];
-    return !m.indirect && MapUses(m, AddrVar::kK) && !MapUses(m, AddrVar::kCol);
-  };
-  auto is_rhs = [&](int slot) {  // read over (K, COL), no ROW
-    const ElemAccess& m = g.ins[slot];
-    return !m.indirect && MapUses(m, AddrVar::kK) && !MapUses(m, AddrVar::kRow);
-  };
-  if (!(is_lhs(con->a) && is_rhs(con->b))) {
-    if (!(is_lhs(con->b) && is_rhs(con->a))) return std::nullopt;
-    std::swap(con->a, con->b);
-  }
+  const std::optional<Contraction> found = RecognizeContraction(g, static_cast<int>(st.ins.size()));
+  if (!found) return std::nullopt;
+  const Contraction* con = &*found;
+  const double factors = static_cast<double>(con->factors.size()), guards = static_cast<double>(con->guards.size());
+  const int64_t rows = found->rows, cols = found->cols, k = found->k;
   const auto& costs = target.proto().costs();
   const int64_t tr = std::max<int64_t>(1, target.tile_rows()), tc = std::max<int64_t>(1, target.tile_cols());
   const int64_t mt = CeilDivPos(rows, tr), nt = CeilDivPos(cols, tc), kt = CeilDivPos(k, tc);
@@ -206,9 +138,9 @@ std::optional<ComputeCost> ContractionCost(const Section& s, const Stage& st, co
   const int64_t a_tiles = SatMul(mt, kt), b_tiles = SatMul(CeilDivPos(k, tr), nt), out_tiles = SatMul(mt, nt);
   ComputeCost c;
   c.fpu = static_cast<double>(products) * p.matmul_cycles +
-          static_cast<double>(con->factors) * static_cast<double>(out_tiles) * p.fidelity_phases *
+          factors * static_cast<double>(out_tiles) * p.fidelity_phases *
               costs.eltwise_mul_per_tile();
-  c.sfpu = static_cast<double>(con->guards) * static_cast<double>(std::min(a_tiles, b_tiles)) *
+  c.sfpu = guards * static_cast<double>(std::min(a_tiles, b_tiles)) *
            costs.sfpu_op_per_tile();
   // Unpack: the A and B tiles, and one tile of every other input (a guard's per-row bound).
   double in_bytes = static_cast<double>(a_tiles) * BufferTileBytes(s, st.ins[con->a], target) +
@@ -226,7 +158,7 @@ std::optional<ComputeCost> ContractionCost(const Section& s, const Stage& st, co
   c.latency = costs.pipeline_latency();
   c.tiles = std::max<int64_t>(1, products);
   c.flops = 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * static_cast<double>(k) +
-            static_cast<double>(con->factors + con->guards) * static_cast<double>(rows) * static_cast<double>(cols);
+            (factors + guards) * static_cast<double>(rows) * static_cast<double>(cols);
   return c;
 }
 

@@ -66,7 +66,7 @@ absl::StatusOr<double> TreeSize(const Body& b, int depth, absl::flat_hash_map<co
 }  // namespace
 
 absl::StatusOr<GenericKernel> GenericKernel::Compile(const Generic& g, std::vector<int64_t> in_sizes,
-                                                     int64_t out_size) {
+                                                     int64_t out_size, int64_t tile_rows, int64_t tile_cols) {
   GenericKernel k;
   if (g.iters.size() > 3) {
     return absl::InvalidArgumentError(
@@ -157,6 +157,13 @@ absl::StatusOr<GenericKernel> GenericKernel::Compile(const Generic& g, std::vect
   }
   ASSIGN_OR_RETURN(k.result_reg_, k.Emit(g.body, 0));
   k.regs_.assign(static_cast<size_t>(k.num_regs_), 0.0);
+  // ★ A CONTRACTION RUNS AS THE MACHINE RUNS IT (spatial/semantics/contraction.h, the recognizer the timing model
+  // reads too): tile products on the matrix engine's path, not point by point on the eltwise path.
+  if (tile_rows > 0 && tile_cols > 0) {
+    k.contraction_ = RecognizeContraction(g, static_cast<int>(k.slots_.size()));
+    k.tile_rows_ = tile_rows;
+    k.tile_cols_ = tile_cols;
+  }
   return k;
 }
 
@@ -475,8 +482,117 @@ bool GenericKernel::RunImpl(const double* const* ins, double* out, const ValueMo
   return true;
 }
 
+bool GenericKernel::GuardsKeep(GuardSide side, const double* const* ins, const int64_t* idx, bool& keep,
+                               Fault& fault) const {
+  keep = true;
+  for (const ContractionGuard& gd : contraction_->guards) {
+    if (gd.side != side) continue;
+    const unsigned v = static_cast<unsigned>(gd.pred.var);
+    const double x = static_cast<double>(idx[v < 8 ? axis_of_var_[v] : 3]);
+    double rhs = static_cast<double>(gd.pred.rhs);
+    if (gd.pred.rhs_is_operand && !ReadSlot(static_cast<int>(gd.pred.rhs), ins, idx, rhs, fault)) return false;
+    const bool holds = gd.pred.kind == PredKind::kAxisLt ? x < rhs : x >= rhs;
+    if (holds != gd.keep_when_true) {
+      keep = false;
+      return true;
+    }
+  }
+  return true;
+}
+
+bool GenericKernel::RunContraction(const double* const* ins, double* out, const ValueModel& model, Precision acc,
+                                   Fault& fault) {
+  const Contraction& c = *contraction_;
+  const int pr = axis_of_var_[static_cast<int>(LoopVar::kRow)], pc = axis_of_var_[static_cast<int>(LoopVar::kCol)],
+            pk = axis_of_var_[static_cast<int>(LoopVar::kK)];
+  const int64_t R = c.rows, C = c.cols, K = c.k;
+  ca_.assign(static_cast<size_t>(R * K), 0.0);
+  cb_.assign(static_cast<size_t>(K * C), 0.0);
+  cm_.assign(static_cast<size_t>(R * C), 0.0);
+  int64_t idx[4] = {0, 0, 0, 0};
+  auto set = [&idx](int pos, int64_t v) {
+    if (pos < 3) idx[pos] = v;
+  };
+  // Per K position: whether a guard masked an entry of A (of B) there, and whether A (B) holds a non-finite value.
+  masked_a_.assign(static_cast<size_t>(K), 0);
+  masked_b_.assign(static_cast<size_t>(K), 0);
+  wild_a_.assign(static_cast<size_t>(K), 0);
+  wild_b_.assign(static_cast<size_t>(K), 0);
+  bool keep = true;
+  set(pc, 0);
+  for (int64_t r = 0; r < R; ++r) {
+    set(pr, r);
+    for (int64_t k = 0; k < K; ++k) {
+      set(pk, k);
+      if (!GuardsKeep(GuardSide::kA, ins, idx, keep, fault)) return false;
+      double& v = ca_[static_cast<size_t>(r * K + k)];
+      if (!keep) {
+        masked_a_[static_cast<size_t>(k)] = 1;
+      } else if (!ReadSlot(c.a, ins, idx, v, fault)) {
+        return false;
+      } else if (!std::isfinite(v)) {
+        wild_a_[static_cast<size_t>(k)] = 1;
+      }
+    }
+  }
+  set(pr, 0);
+  for (int64_t k = 0; k < K; ++k) {
+    set(pk, k);
+    for (int64_t j = 0; j < C; ++j) {
+      set(pc, j);
+      if (!GuardsKeep(GuardSide::kB, ins, idx, keep, fault)) return false;
+      double& v = cb_[static_cast<size_t>(k * C + j)];
+      if (!keep) {
+        masked_b_[static_cast<size_t>(k)] = 1;
+      } else if (!ReadSlot(c.b, ins, idx, v, fault)) {
+        return false;
+      } else if (!std::isfinite(v)) {
+        wild_b_[static_cast<size_t>(k)] = 1;
+      }
+    }
+  }
+  // A masked entry is a zero operand, which contributes exactly 0 only beside a finite partner (0 * inf is NaN).
+  // The body's Select is lazy (a masked product is 0 whatever its partner), and the lowerings promise that masked
+  // positions are never read: where a masked entry meets a non-finite partner, the execution keeps that meaning
+  // and runs point by point.
+  for (int64_t k = 0; k < K; ++k) {
+    if ((masked_a_[static_cast<size_t>(k)] && wild_b_[static_cast<size_t>(k)]) ||
+        (masked_b_[static_cast<size_t>(k)] && wild_a_[static_cast<size_t>(k)])) {
+      std::fill(out, out + out_size_, 0.0);
+      return model.exact() ? RunImpl<true>(ins, out, model, acc, fault) : RunImpl<false>(ins, out, model, acc, fault);
+    }
+  }
+  // Tile products, K a tile at a time, accumulated in the section's accumulator as MatmulTiles does.
+  for (int64_t r0 = 0; r0 < R; r0 += tile_rows_) {
+    for (int64_t c0 = 0; c0 < C; c0 += tile_cols_) {
+      for (int64_t k0 = 0; k0 < K; k0 += tile_cols_) {
+        model.MatmulTile(ca_.data() + r0 * K + k0, K, cb_.data() + k0 * C + c0, C, false, cm_.data() + r0 * C + c0, C,
+                         std::min(tile_rows_, R - r0), std::min(tile_cols_, C - c0), std::min(tile_cols_, K - k0),
+                         acc);
+      }
+    }
+  }
+  const bool exact = model.exact();
+  for (double f : c.factors) {
+    for (double& v : cm_) v = exact ? v * f : model.Arith(BodyOp::kMul, v, f, acc);
+  }
+  set(pk, 0);
+  for (int64_t r = 0; r < R; ++r) {
+    set(pr, r);
+    for (int64_t j = 0; j < C; ++j) {
+      set(pc, j);
+      if (!GuardsKeep(GuardSide::kOut, ins, idx, keep, fault)) return false;
+      int64_t off;
+      if (!Offset(out_, -1, ins, idx, off, fault)) return false;
+      out[off] = keep ? cm_[static_cast<size_t>(r * C + j)] : 0.0;
+    }
+  }
+  return true;
+}
+
 bool GenericKernel::Run(const double* const* ins, double* out, const ValueModel& model, Precision acc,
                         Fault& fault) {
+  if (contraction_) return RunContraction(ins, out, model, acc, fault);
   return model.exact() ? RunImpl<true>(ins, out, model, acc, fault) : RunImpl<false>(ins, out, model, acc, fault);
 }
 

@@ -5,6 +5,7 @@
 #define SIM_VM_GENERIC_KERNEL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "sim/vm/value_model.h"
 #include "spatial/status_macros.h"
 #include "spatial/program.h"
+#include "spatial/semantics/contraction.h"
 
 namespace spatial::vm_internal {
 
@@ -20,7 +22,14 @@ class GenericKernel {
  public:
   // Compiles `g`. in_sizes[i] is the page size (elements) of the buffer input slot i reads, out_size that of the
   // output page. An error's message says what is malformed (the caller adds where).
-  static absl::StatusOr<GenericKernel> Compile(const Generic& g, std::vector<int64_t> in_sizes, int64_t out_size);
+  // A Generic that is a contraction (spatial/semantics/contraction.h) runs as tile products through the value
+  // model's MatmulTile, tile_rows x tile_cols outputs and tile_cols of K at a time, as the machine runs it; with a
+  // zero tile it runs point by point.
+  static absl::StatusOr<GenericKernel> Compile(const Generic& g, std::vector<int64_t> in_sizes, int64_t out_size,
+                                               int64_t tile_rows = 0, int64_t tile_cols = 0);
+
+  // Whether executions take the tile-product path.
+  bool is_contraction() const { return contraction_.has_value(); }
 
   // Element operations of one execution: points x (1 + body operations), for the run's work cap.
   double cost() const { return points_ * (1.0 + static_cast<double>(code_.size())); }
@@ -57,6 +66,12 @@ class GenericKernel {
   // " at (ROW=0, COL=5)": the point a fault happened at.
   std::string PointText(const int64_t* idx) const;
 
+  // The contraction path: gather A and B through their maps (masked by their guards; a masked entry is never
+  // read), tile products by model.MatmulTile, the factors, the result's guards, the out map.
+  bool RunContraction(const double* const* ins, double* out, const ValueModel& model, Precision acc, Fault& fault);
+  // Whether every guard on `side` keeps the point idx.
+  bool GuardsKeep(GuardSide side, const double* const* ins, const int64_t* idx, bool& keep, Fault& fault) const;
+
   template <bool kExact>
   bool RunImpl(const double* const* ins, double* out, const ValueModel& model, Precision acc, Fault& fault);
   template <bool kExact>
@@ -66,6 +81,11 @@ class GenericKernel {
   // The offset of map `m` (slot `slot`'s map, or the out map when slot < 0) at point idx, range-checked.
   bool Offset(const Map& m, int slot, const double* const* ins, const int64_t* idx, int64_t& off,
               Fault& fault) const;
+
+  std::optional<Contraction> contraction_;
+  int64_t tile_rows_ = 0, tile_cols_ = 0;
+  std::vector<double> ca_, cb_, cm_;  // the contraction's A (rows x k), B (k x cols) and result (rows x cols)
+  std::vector<uint8_t> masked_a_, masked_b_, wild_a_, wild_b_;  // per K position (RunContraction)
 
   int num_iters_ = 0;
   int64_t extent_[3] = {1, 1, 1};  // unused positions have extent 1 and coefficient 0

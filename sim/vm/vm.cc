@@ -279,7 +279,7 @@ class Runner {
         std::vector<int64_t> sizes;
         for (BufferId b : st.ins) sizes.push_back(tile_.rows * page_tiles(b) * tile_.cols);
         const int64_t out_size = tile_.rows * page_tiles(st.outs[0]) * tile_.cols;
-        auto k = GenericKernel::Compile(*g, std::move(sizes), out_size);
+        auto k = GenericKernel::Compile(*g, std::move(sizes), out_size, tile_.rows, tile_.cols);
         if (!k.ok()) return bad(std::string(k.status().message()));
         c.cost = 1 + k->cost() + static_cast<double>(out_size);
         c.in_pages.resize(st.ins.size());

@@ -649,12 +649,15 @@ const std::vector<OpTolerance>& ToleranceTable() {
         // ── Attention ──
         // Scores (a matmul at HiFi2, stored bf16), the softmax (stored bf16), the weighted sum of values (another
         // HiFi2 matmul, one pack); the flash fold keeps its running max, sum and output in fp32. Measured 6.4e-3
-        // (2.5e-3): the largest on 12-value outputs (2 heads x 6), where a few roundings weigh most.
+        // (2.5e-3): the largest on 12-value outputs (2 heads x 6), where a few roundings weigh most. With the fold's
+        // contractions on the matrix engine's path (spatial/semantics/contraction.h): 7.4e-3 over 30 seeds.
         {"attention", 1.2e-2, 1e-12, &AttentionCases},
         // Integer LUT attention claims Exact. Measured 0.
         {"lut_attention", 0.0, 0.0, &LutAttentionCases},
-        // Attention's chain over every position. Measured 2.8e-3 (1.7e-3).
-        {"full_attention", 6e-3, 1e-12, &FullAttentionCases},
+        // Attention's chain over every position. Its score and value contractions run on the matrix engine as the
+        // machine runs them (bf16 operands at HiFi2; the probabilities are unpacked to bf16), as the flash fold's do.
+        // Measured 7.0e-3 over 30 seeds (2.8e-3 while the values computed them point by point in fp32).
+        {"full_attention", 1.2e-2, 1e-12, &FullAttentionCases},
         // ── Gathers, row writes, argmax ──
         // Moves of bf16 (or int32) rows, and an index: no rounding. Measured 0.
         {"row_gather", 0.0, 0.0, &RowGatherCases},
