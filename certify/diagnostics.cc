@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "certify/certify.h"
+#include "spatial/diagnostic_status.h"
 
 namespace spatial {
 namespace certify {
@@ -59,6 +60,12 @@ bool TakeIndex(std::string_view& s, int* index) {
 }  // namespace
 
 proto::Diagnostic DiagnosticFromStatus(std::string_view code, const absl::Status& status) {
+  // A typed failure (validation's) carries its diagnostic: take it as it is.
+  if (std::optional<proto::Diagnostic> typed = DiagnosticOf(status)) {
+    typed->set_code(std::string(code));
+    return *typed;
+  }
+  // Other errors (a wire-format conversion) are read from their message.
   proto::Diagnostic d;
   d.set_code(std::string(code));
   const absl::string_view message = status.message();

@@ -3,7 +3,6 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "spatial/precision.h"
 #include "spatial/tensor_data.h"
 
 namespace spatial {
@@ -15,26 +14,13 @@ struct Seen {
   int first_store = -1;  // the first section that stores the name, -1: none
 };
 
-std::string TypeText(const Tensor& t) {
-  return absl::StrCat(t.rows, " x ", t.cols, " ", std::string(PrecisionName(t.precision)));
-}
-
 }  // namespace
 
 absl::Status CheckHandles(const Composition& c, const std::set<std::string>* given) {
   std::map<std::string, Seen> seen;
   for (int si = 0; si < static_cast<int>(c.sections.size()); ++si) {
     const Section& s = c.sections[si];
-    for (const Tensor& t : s.tensors) {
-      auto [it, fresh] = seen.try_emplace(t.name, Seen{&t, si, -1});
-      if (fresh) continue;
-      const Tensor& f = *it->second.first;
-      if (f.rows != t.rows || f.cols != t.cols || f.precision != t.precision) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", t.name, "' is ", TypeText(t), " in section '", s.name, "' but ", TypeText(f),
-            " in section '", c.sections[it->second.first_section].name, "' (one name, one type)"));
-      }
-    }
+    for (const Tensor& t : s.tensors) seen.try_emplace(t.name, Seen{&t, si, -1});
     for (const Stage& st : s.stages) {
       const auto* w = std::get_if<Store>(&st.op);
       if (w == nullptr || w->tensor < 0 || w->tensor >= static_cast<int>(s.tensors.size())) continue;

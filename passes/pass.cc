@@ -29,7 +29,7 @@ const std::vector<Pass>& Passes() {
       {"verify", "check structure, references and limits on the target's tile (changes nothing)", &Verify},
       {"fit-site", "drop stream buffers to one page in sections over the site's memory (passes/fit_site.h)",
        &FitSite},
-      {"compose", "check that sections meet through typed handles: one type per name, read after produced",
+      {"compose", "check that sections meet through their handles: a name is read only after it is produced",
        &Compose},
   };
   return *passes;

@@ -22,6 +22,7 @@
 #include "sim/report/svg.h"
 #include "sim/report/timeline.h"
 #include "sim/report/verdict.h"
+#include "sim/vm/fault.h"
 #include "sim/vm/vm.h"
 #include "spatial/semantics/trip.h"
 #include "spatial/status_macros.h"
@@ -66,7 +67,7 @@ absl::StatusOr<std::vector<int64_t>> FoldBlocks(const Composition& c, const Tens
     }
     const Trip& trip = *s.trip;
     if (trip.tensor < 0 || trip.tensor >= static_cast<int>(s.tensors.size()) || trip.per < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("BadProgram: section '", s.name, "': malformed trip"));
+      return vm_internal::FaultStatus(vm_internal::kBadProgram, absl::StrCat("section '", s.name, "'"), "malformed trip");
     }
     std::optional<double> v = TensorElement(s.tensors[trip.tensor], trip.elem, values, inputs);
     if (!v || !std::isfinite(*v)) {
@@ -75,9 +76,9 @@ absl::StatusOr<std::vector<int64_t>> FoldBlocks(const Composition& c, const Tens
     }
     absl::StatusOr<int64_t> n = RunTripBlocks(trip, s.num_blocks, *v);  // spatial/semantics/trip.h
     if (!n.ok()) {
-      return absl::OutOfRangeError(absl::StrCat("TripOutOfRange: section '", s.name, "': ", n.status().message(),
-                                                " (element ", trip.elem, " of tensor '",
-                                                s.tensors[trip.tensor].name, "')"));
+      return vm_internal::FaultStatus(vm_internal::kTripOutOfRange, absl::StrCat("section '", s.name, "'"),
+                                      absl::StrCat(n.status().message(), " (element ", trip.elem, " of tensor '",
+                                                   s.tensors[trip.tensor].name, "')"));
     }
     blocks.push_back(*n);
   }

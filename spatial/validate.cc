@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spatial/body.h"
+#include "spatial/diagnostic_status.h"
 #include "spatial/limits.h"
 #include "spatial/status_macros.h"
 
@@ -16,8 +17,49 @@ namespace {
 
 // ── Helpers ───────────────────────────────────────────────────────────────────────────────────────────────────
 
-absl::Status Bad(const std::string& where, std::string_view field, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(where, std::string(field), ": ", what));
+// Where a check is: the readable prefix of its message ("section 's' stage 'g' (#3) ") and the same facts typed,
+// for the diagnostic the failure carries (spatial/diagnostic_status.h).
+struct Where {
+  std::string text;
+  std::string section;
+  int section_index = -1;
+  std::string stage;
+  int stage_index = -1;
+  std::string part;  // a path inside the section or stage ("tensors[2] 'x' ", "trip ")
+
+  static Where Composition(const std::string& name) { return Where{absl::StrCat("composition '", name, "' ")}; }
+  Where Section(const std::string& name, int index = -1) const {
+    Where w = *this;
+    absl::StrAppend(&w.text, "section '", name, "' ", index >= 0 ? absl::StrCat("(#", index, ") ") : "");
+    w.section = name;
+    w.section_index = index;
+    return w;
+  }
+  Where Stage(const std::string& name, int index) const {
+    Where w = *this;
+    absl::StrAppend(&w.text, "stage '", name, "' (#", index, ") ");
+    w.stage = name;
+    w.stage_index = index;
+    return w;
+  }
+  Where Part(const std::string& p) const {
+    Where w = *this;
+    w.text += p;
+    w.part += p;
+    return w;
+  }
+};
+
+absl::Status Bad(const Where& where, std::string_view field, const std::string& what) {
+  proto::Diagnostic d;
+  d.set_code("MALFORMED");
+  d.set_section(where.section);
+  if (where.section_index >= 0) d.set_section_index(where.section_index);
+  d.set_stage(where.stage);
+  if (where.stage_index >= 0) d.set_stage_index(where.stage_index);
+  d.set_field(absl::StrCat(where.part, std::string(field)));
+  d.set_message(what);
+  return WithDiagnostic(absl::InvalidArgumentError(absl::StrCat(where.text, std::string(field), ": ", what)), d);
 }
 
 std::string Name(LoopVar v) { return std::string(LoopVarName(v)); }
@@ -31,7 +73,7 @@ bool Known(IterKind k) { return k >= IterKind::kParallel && k <= IterKind::kRedu
 bool Known(LoopVar v) { return v >= LoopVar::kRow && v <= LoopVar::kKBlock; }
 bool Known(StateAccess a) { return a == StateAccess::kRead || a == StateAccess::kWrite; }
 
-absl::Status CheckId(const std::string& where, std::string_view field, int64_t id, size_t count,
+absl::Status CheckId(const Where& where, std::string_view field, int64_t id, size_t count,
                      std::string_view what) {
   if (id < 0 || id >= static_cast<int64_t>(count)) {
     return Bad(where, field,
@@ -41,7 +83,7 @@ absl::Status CheckId(const std::string& where, std::string_view field, int64_t i
   return absl::OkStatus();
 }
 
-absl::Status CheckRange(const std::string& where, std::string_view field, int64_t v, int64_t lo, int64_t hi) {
+absl::Status CheckRange(const Where& where, std::string_view field, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi) return Bad(where, field, absl::StrCat("expected ", lo, "..", hi, ", got ", v));
   return absl::OkStatus();
 }
@@ -52,7 +94,7 @@ class SectionChecker {
  public:
   // Nothing structural depends on the tile yet: page planes and tensor tiling matter only to addresses, which
   // the certifier proves.
-  explicit SectionChecker(const Section& s) : s_(s), where_(absl::StrCat("section '", s.name, "' ")) {}
+  explicit SectionChecker(const Section& s) : s_(s), where_(Where{}.Section(s.name)) {}
 
   absl::Status Check() {
     RETURN_IF_ERROR(CheckRange(where_, "num_blocks", s_.num_blocks, 1, kMaxFoldBlocks));
@@ -64,7 +106,7 @@ class SectionChecker {
     Phase last = Phase::kPrologue;
     for (size_t i = 0; i < s_.stages.size(); ++i) {
       const Stage& st = s_.stages[i];
-      const std::string where = absl::StrCat(where_, "stage '", st.name, "' (#", i, ") ");
+      const Where where = where_.Stage(st.name, static_cast<int>(i));
       RETURN_IF_ERROR(CheckStage(st, where));
       if (st.phase < last) {
         return Bad(where, "phase",
@@ -84,7 +126,7 @@ class SectionChecker {
     std::unordered_map<std::string, size_t> seen;
     for (size_t i = 0; i < s_.tensors.size(); ++i) {
       const Tensor& t = s_.tensors[i];
-      const std::string where = absl::StrCat(where_, "tensors[", i, "] '", t.name, "' ");
+      const Where where = where_.Part(absl::StrCat("tensors[", i, "] '", t.name, "' "));
       if (t.name.empty()) return Bad(where, "name", "empty (tensors are shared across sections by name)");
       if (auto [it, fresh] = seen.emplace(t.name, i); !fresh) {
         return Bad(where, "name", absl::StrCat("repeats tensors[", it->second, "] (names are unique in a section)"));
@@ -127,7 +169,7 @@ class SectionChecker {
   absl::Status CheckBuffers() {
     for (size_t i = 0; i < s_.buffers.size(); ++i) {
       const Buffer& b = s_.buffers[i];
-      const std::string where = absl::StrCat(where_, "buffers[", i, "] '", b.name, "' ");
+      const Where where = where_.Part(absl::StrCat("buffers[", i, "] '", b.name, "' "));
       RETURN_IF_ERROR(CheckRange(where, "depth", b.depth, 1, kMaxBufferDepth));
       RETURN_IF_ERROR(CheckRange(where, "page_tiles", b.page_tiles, 1, kMaxPageTiles));
       if (!Known(b.precision)) {
@@ -140,7 +182,7 @@ class SectionChecker {
 
   // ── Stages ──
 
-  absl::Status CheckStage(const Stage& st, const std::string& where) {
+  absl::Status CheckStage(const Stage& st, const Where& where) {
     if (!Known(st.phase)) return Bad(where, "phase", absl::StrCat("unknown phase ", static_cast<int>(st.phase)));
     if (st.phase != Phase::kPrologue && !s_.has_fold()) {
       return Bad(where, "phase",
@@ -162,7 +204,7 @@ class SectionChecker {
 
   // Shared by loads and stores: the block fits the page, steps use only item and block variables, the index
   // buffer of an indirect tile is the expected input.
-  absl::Status CheckPattern(const Stage& st, const AccessPattern& p, const std::string& where, std::string_view kind,
+  absl::Status CheckPattern(const Stage& st, const AccessPattern& p, const Where& where, std::string_view kind,
                             BufferId page_buffer, const std::vector<BufferId>& expected_ins) {
     const std::string f = absl::StrCat(std::string(kind), ".pattern.");
     RETURN_IF_ERROR(CheckRange(where, f + "block_h", p.block_h, 1, kMaxPageTiles));
@@ -207,7 +249,7 @@ class SectionChecker {
     return absl::OkStatus();
   }
 
-  absl::Status CheckLoad(const Stage& st, const Load& l, const std::string& where) {
+  absl::Status CheckLoad(const Stage& st, const Load& l, const Where& where) {
     RETURN_IF_ERROR(CheckId(where, "load.tensor", l.tensor, s_.tensors.size(), "tensor"));
     if (st.outs.size() != 1) {
       return Bad(where, "outs", absl::StrCat("a Load writes exactly 1 buffer, got ", st.outs.size()));
@@ -226,7 +268,7 @@ class SectionChecker {
     return CheckPattern(st, l.pattern, where, "load", st.outs[0], expected);
   }
 
-  absl::Status CheckStore(const Stage& st, const Store& w, const std::string& where) {
+  absl::Status CheckStore(const Stage& st, const Store& w, const Where& where) {
     RETURN_IF_ERROR(CheckId(where, "store.tensor", w.tensor, s_.tensors.size(), "tensor"));
     if (!st.outs.empty()) {
       return Bad(where, "outs", absl::StrCat("a Store writes no buffer, got ", st.outs.size()));
@@ -237,7 +279,7 @@ class SectionChecker {
     return CheckPattern(st, w.pattern, where, "store", st.ins[0], expected);
   }
 
-  absl::Status CheckMatmul(const Stage& st, const MatmulTiles& m, const std::string& where) {
+  absl::Status CheckMatmul(const Stage& st, const MatmulTiles& m, const Where& where) {
     if (st.ins.size() != 2) return Bad(where, "ins", absl::StrCat("expected 2 (A, B), got ", st.ins.size()));
     if (st.outs.size() != 1) return Bad(where, "outs", absl::StrCat("expected 1 (C), got ", st.outs.size()));
     RETURN_IF_ERROR(CheckRange(where, "matmul.m_tiles", m.m_tiles, 1, kMaxMatmulTiles));
@@ -262,7 +304,7 @@ class SectionChecker {
     return absl::OkStatus();
   }
 
-  absl::Status CheckMap(const ElemAccess& m, const std::string& where, const std::string& field,
+  absl::Status CheckMap(const ElemAccess& m, const Where& where, const std::string& field,
                         const std::unordered_map<LoopVar, IterKind>& axes, size_t num_ins, bool is_out) {
     for (size_t k = 0; k < m.terms.size(); ++k) {
       const LoopVar v = m.terms[k].first;
@@ -290,7 +332,7 @@ class SectionChecker {
 
   // Walks each node once (bodies share subtrees), checking what the evaluator relies on, and computes the
   // number of input slots the body reads (what BodySlotCount computes, without its exponential walk of DAGs).
-  absl::Status CheckBody(const Body& root, const std::string& where, size_t num_ins) {
+  absl::Status CheckBody(const Body& root, const Where& where, size_t num_ins) {
     if (!root.defined()) return Bad(where, "generic.body", "undefined (a Generic needs a body)");
     std::unordered_set<const BodyNode*> seen;
     std::vector<const BodyNode*> todo{root.get()};
@@ -422,7 +464,7 @@ class SectionChecker {
     }
   }
 
-  absl::Status CheckGeneric(const Stage& st, const Generic& g, const std::string& where) {
+  absl::Status CheckGeneric(const Stage& st, const Generic& g, const Where& where) {
     if (st.outs.size() != 1) return Bad(where, "outs", absl::StrCat("a Generic writes 1 buffer, got ", st.outs.size()));
     if (st.ins.size() != g.ins.size()) {
       return Bad(where, "generic.ins",
@@ -473,7 +515,7 @@ class SectionChecker {
   absl::Status CheckEdges() {
     for (size_t i = 0; i < s_.edges.size(); ++i) {
       const Edge& e = s_.edges[i];
-      const std::string where = absl::StrCat(where_, "edges[", i, "] ");
+      const Where where = where_.Part(absl::StrCat("edges[", i, "] "));
       RETURN_IF_ERROR(CheckId(where, "from", e.from, s_.stages.size(), "stage"));
       RETURN_IF_ERROR(CheckId(where, "buffer", e.buffer, s_.buffers.size(), "buffer"));
       RETURN_IF_ERROR(CheckId(where, "to", e.to, s_.stages.size(), "stage"));
@@ -500,7 +542,7 @@ class SectionChecker {
     }
     for (size_t i = 0; i < s_.items.size(); ++i) {
       const WorkItem& w = s_.items[i];
-      const std::string where = absl::StrCat(where_, "items[", i, "] ");
+      const Where where = where_.Part(absl::StrCat("items[", i, "] "));
       RETURN_IF_ERROR(CheckRange(where, "out.row0_t", w.out.row0_t, 0, kMaxTensorElems));
       RETURN_IF_ERROR(CheckRange(where, "out.col0_t", w.out.col0_t, 0, kMaxTensorElems));
       RETURN_IF_ERROR(CheckRange(where, "out.h_t", w.out.h_t, 1, kMaxTensorElems));
@@ -512,7 +554,7 @@ class SectionChecker {
   absl::Status CheckTrip() {
     if (!s_.trip) return absl::OkStatus();
     const Trip& t = *s_.trip;
-    const std::string where = where_ + "trip ";
+    const Where where = where_.Part("trip ");
     RETURN_IF_ERROR(CheckId(where, "tensor", t.tensor, s_.tensors.size(), "tensor"));
     const Tensor& tensor = s_.tensors[t.tensor];
     if (!IsInteger(tensor.precision)) {
@@ -531,7 +573,7 @@ class SectionChecker {
   absl::Status CheckPlan() {
     if (!s_.plan) return absl::OkStatus();
     const BlockPlan& p = *s_.plan;
-    const std::string where = where_ + "plan ";
+    const Where where = where_.Part("plan ");
     const std::pair<const char*, int64_t> fields[] = {
         {"per_site_m", p.per_site_m}, {"per_site_n", p.per_site_n}, {"grid_y", p.grid_y},
         {"grid_x", p.grid_x},         {"num_blocks", p.num_blocks}, {"block_k_tiles", p.block_k_tiles},
@@ -542,19 +584,19 @@ class SectionChecker {
   }
 
   const Section& s_;
-  std::string where_;
+  Where where_;
 };
 
 }  // namespace
 
 absl::Status ValidateSection(const Section& s, int64_t tile_rows, int64_t tile_cols) {
-  RETURN_IF_ERROR(CheckRange("", "tile_rows", tile_rows, 1, kMaxTileSide));
-  RETURN_IF_ERROR(CheckRange("", "tile_cols", tile_cols, 1, kMaxTileSide));
+  RETURN_IF_ERROR(CheckRange(Where{}, "tile_rows", tile_rows, 1, kMaxTileSide));
+  RETURN_IF_ERROR(CheckRange(Where{}, "tile_cols", tile_cols, 1, kMaxTileSide));
   return SectionChecker(s).Check();
 }
 
 absl::Status ValidateComposition(const Composition& c, int64_t tile_rows, int64_t tile_cols) {
-  const std::string where = absl::StrCat("composition '", c.name, "' ");
+  const Where where = Where::Composition(c.name);
   RETURN_IF_ERROR(CheckRange(where, "tile_rows", tile_rows, 1, kMaxTileSide));
   RETURN_IF_ERROR(CheckRange(where, "tile_cols", tile_cols, 1, kMaxTileSide));
   if (c.sections.empty()) return Bad(where, "sections", "empty (a composition has at least one section)");
@@ -572,7 +614,7 @@ absl::Status ValidateComposition(const Composition& c, int64_t tile_rows, int64_
       if (fresh) continue;
       const Tensor& f = *it->second.tensor;
       if (f.rows != t.rows || f.cols != t.cols || f.precision != t.precision) {
-        return Bad(absl::StrCat(where, "section '", c.sections[si].name, "' (#", si, ") tensor '", t.name, "' "),
+        return Bad(where.Section(c.sections[si].name, static_cast<int>(si)).Part(absl::StrCat("tensor '", t.name, "' ")),
                    "rows x cols x precision",
                    absl::StrCat(t.rows, " x ", t.cols, " x ", std::string(PrecisionName(t.precision)),
                                 ", but section '", c.sections[it->second.section].name, "' (#", it->second.section,
@@ -584,7 +626,7 @@ absl::Status ValidateComposition(const Composition& c, int64_t tile_rows, int64_
 
   for (size_t i = 0; i < c.state_order.size(); ++i) {
     const StateStep& st = c.state_order[i];
-    const std::string sw = absl::StrCat(where, "state_order[", i, "] ");
+    const Where sw = where.Part(absl::StrCat("state_order[", i, "] "));
     if (!Known(st.access)) return Bad(sw, "access", absl::StrCat("unknown access ", static_cast<int>(st.access)));
     if (st.section < 0 || st.section >= static_cast<int>(c.sections.size())) {
       return Bad(sw, "section",

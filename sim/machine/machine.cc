@@ -16,6 +16,7 @@
 #include "sim/machine/schedule.h"
 #include "sim/machine/stage_cost.h"
 #include "sim/place/placement.h"
+#include "sim/vm/fault.h"
 #include "spatial/semantics/affine.h"
 #include "spatial/status_macros.h"
 
@@ -585,9 +586,11 @@ absl::Status CheckAddresses(const SectionPlan& sp, int64_t tile_rows, int64_t ti
       env[static_cast<int>(AddrVar::kItemX)] = Interval::Point(item.x);
       const Interval reach = Evaluate(form, env);
       if (!reach.Within(0, Wide{tiles} - 1)) {
-        return absl::OutOfRangeError(absl::StrCat(
-            "TileOutOfRange: section '", s.name, "' item ", item.id, " stage '", st.name, "' (#", si,
-            "): tile ", WideToString(reach.lo < 0 ? reach.lo : reach.hi), " of tensor '", t.name, "' (", tiles, " tiles)",
+        return vm_internal::FaultStatus(
+            vm_internal::kTileOutOfRange,
+            absl::StrCat("section '", s.name, "' item ", item.id, " stage '", st.name, "' (#", si, ")"),
+            absl::StrCat(
+            "tile ", WideToString(reach.lo < 0 ? reach.lo : reach.hi), " of tensor '", t.name, "' (", tiles, " tiles)",
             st.phase == Phase::kBody ? absl::StrCat(" over blocks [0, ", last_block, "]") : "",
             pat->origin.indirect ? absl::StrCat(" with the index in [", pat->origin.indirect->lo, ", ",
                                                 pat->origin.indirect->hi, "]")

@@ -7,6 +7,8 @@
 #include "certify/codes.h"
 #include "certify/diagnostics.h"
 #include "gtest/gtest.h"
+#include "spatial/diagnostic_status.h"
+#include "spatial/validate.h"
 #include "spatial/proto_io.h"
 #include "tests/certify/test_programs.h"
 
@@ -508,6 +510,28 @@ TEST(Format, StructuralErrorsAreSplitIntoSectionStageAndField) {
   proto::Diagnostic f = certify::DiagnosticFromStatus("MALFORMED", absl::InvalidArgumentError("no structure here"));
   EXPECT_EQ(f.section(), "");
   EXPECT_EQ(f.message(), "no structure here");
+}
+
+// Validation's failures are typed (spatial/diagnostic_status.h): the certifier takes the diagnostic they carry,
+// not a parse of their message, and a message shaped to fool the parser cannot move its fields.
+TEST(Format, ValidationFailuresCarryTheirDiagnostic) {
+  Scale2 p;
+  Composition c = p.Build();
+  c.sections[0].stages[1].ins[0] = 99;
+  c.sections[0].name = "odd: name 'with' (#7) quotes";
+  const absl::Status st = ValidateComposition(c);
+  ASSERT_FALSE(st.ok());
+  const std::optional<proto::Diagnostic> typed = DiagnosticOf(st);
+  ASSERT_TRUE(typed.has_value()) << st;
+  EXPECT_EQ(typed->section(), "odd: name 'with' (#7) quotes");
+  EXPECT_EQ(typed->stage(), c.sections[0].stages[1].name);
+  EXPECT_EQ(typed->stage_index(), 1);
+  CertifyResult r = Certify(c, Tiny());
+  ASSERT_TRUE(OnlyCode(r, "MALFORMED"));
+  EXPECT_EQ(r.diagnostics[0].section(), "odd: name 'with' (#7) quotes");
+  EXPECT_EQ(r.diagnostics[0].stage_index(), 1);
+  EXPECT_EQ(r.diagnostics[0].field(), typed->field());
+  EXPECT_EQ(r.diagnostics[0].message(), typed->message());
 }
 
 TEST(Format, GnuStyleWithEveryPart) {

@@ -1,5 +1,5 @@
 // The pass pipeline (passes/pass.h): fit-site finds the depths that fit and the certifier agrees; compose refuses a
-// handle that is read before it is produced or with a second type; the pipeline names an unknown pass and verifies
+// handle that is read before it is produced or that nothing produces or gives; the pipeline names an unknown pass and verifies
 // after each pass.
 #include <string>
 
@@ -13,6 +13,7 @@
 #include "spatial/maps.h"
 #include "spatial/proto_file.h"
 #include "spatial/semantics/footprint.h"
+#include "spatial/validate.h"
 #include "targets/loader.h"
 
 namespace spatial {
@@ -84,7 +85,7 @@ Section Copy(const std::string& name, const std::string& from, const std::string
   return t.Finish(name, WholeRow(1), Precision::kFp32, NumericsClaim::Exact());
 }
 
-TEST(Compose, OneNameOneTypeReadAfterProduced) {
+TEST(Compose, ReadAfterProducedAndGiven) {
   Composition c;
   c.sections = {Copy("first", "x", "mid", 4), Copy("second", "mid", "y", 4)};
   EXPECT_TRUE(CheckHandles(c, nullptr).ok());
@@ -104,10 +105,11 @@ TEST(Compose, OneNameOneTypeReadAfterProduced) {
   EXPECT_EQ(CheckHandles(c, nullptr).message(),
             "section 'second' reads 'mid', which section 'first' produces only after it (sections run in order)");
 
-  // One name, two types.
+  // One name, two types: validation's rule, which the verify pass runs.
   c.sections = {Copy("first", "x", "mid", 4), Copy("second", "mid", "y", 8)};
-  EXPECT_EQ(CheckHandles(c, nullptr).message(),
-            "tensor 'mid' is 1 x 8 fp32 in section 'second' but 1 x 4 fp32 in section 'first' (one name, one type)");
+  c.tile_rows = c.tile_cols = 4;
+  const std::string invalid(ValidateComposition(c).message());
+  EXPECT_NE(invalid.find("tensor 'mid' rows x cols x precision"), std::string::npos) << invalid;
 }
 
 TEST(Pipeline, NamesUnknownPassesAndRefusals) {
