@@ -4,54 +4,11 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "lowerings/attention/lut.h"
-#include "lowerings/attention/reference_attention.h"
 #include "lowerings/common.h"
-#include "lowerings/reference_ops.h"
+#include "lowerings/family.h"
 #include "lowerings/registry.h"
 
 namespace spatial {
-namespace {
-
-using ReferenceFn = absl::StatusOr<TensorMap> (*)(const proto::OpSpec&, const TensorMap&);
-
-struct Entry {
-  proto::OpSpec::KindCase kind;
-  ReferenceFn reference;
-};
-
-// One line per kind.
-constexpr Entry kReferences[] = {
-    {proto::OpSpec::kSilu, &ReferenceSilu},
-    {proto::OpSpec::kRelu, &ReferenceRelu},
-    {proto::OpSpec::kSigmoid, &ReferenceSigmoid},
-    {proto::OpSpec::kGelu, &ReferenceGelu},
-    {proto::OpSpec::kScale, &ReferenceScale},
-    {proto::OpSpec::kSoftcap, &ReferenceSoftcap},
-    {proto::OpSpec::kDecay, &ReferenceDecay},
-    {proto::OpSpec::kIntRequant, &ReferenceIntRequant},
-    {proto::OpSpec::kIntClamp, &ReferenceIntClamp},
-    {proto::OpSpec::kMatmul, &ReferenceMatmul},
-    {proto::OpSpec::kTranspose, &ReferenceTranspose},
-    {proto::OpSpec::kHeadSlice, &ReferenceHeadSlice},
-    {proto::OpSpec::kJoin, &ReferenceJoin},
-    {proto::OpSpec::kHeadMatmul, &ReferenceHeadMatmul},
-    {proto::OpSpec::kL2Norm, &ReferenceL2Norm},
-    {proto::OpSpec::kFusedRow, &ReferenceFusedRow},
-    {proto::OpSpec::kSoftmax, &ReferenceSoftmax},
-    {proto::OpSpec::kAttention, &ReferenceAttention},
-    {proto::OpSpec::kLutAttention, &ReferenceLutAttention},
-    {proto::OpSpec::kFullAttention, &ReferenceFullAttention},
-    {proto::OpSpec::kRowGather, &ReferenceRowGather},
-    {proto::OpSpec::kRowsGather, &ReferenceRowsGather},
-    {proto::OpSpec::kSetRow, &ReferenceSetRow},
-    {proto::OpSpec::kArgmax, &ReferenceArgMax},
-    {proto::OpSpec::kRope, &ReferenceRope},
-    {proto::OpSpec::kCausalConv, &ReferenceCausalConv},
-    {proto::OpSpec::kGatedDelta, &ReferenceGatedDelta},
-};
-
-}  // namespace
 
 absl::StatusOr<const TensorData*> RefInput(const TensorMap& inputs, const std::string& name, int64_t rows,
                                            int64_t cols) {
@@ -83,15 +40,16 @@ TensorData RefResult(int64_t rows, int64_t cols, Precision precision) {
 
 absl::StatusOr<TensorMap> ReferenceOp(const proto::OpSpec& spec, const TensorMap& inputs) {
   if (spec.kind_case() == proto::OpSpec::KIND_NOT_SET) return absl::InvalidArgumentError("op spec has no kind");
-  for (const Entry& e : kReferences) {
-    if (e.kind == spec.kind_case()) return e.reference(spec, inputs);
+  if (const OpFamily* f = FindFamily(spec.kind_case()); f != nullptr && f->reference != nullptr) {
+    return f->reference(spec, inputs);
   }
   return absl::UnimplementedError(absl::StrCat("op kind '", OpKindName(spec), "' has no reference yet"));
 }
 
 std::vector<std::string> ReferencedKinds() {
   std::vector<std::string> kinds;
-  for (const Entry& e : kReferences) {
+  for (const OpFamily& e : OpFamilies()) {
+    if (e.reference == nullptr) continue;
     const auto* f = proto::OpSpec::descriptor()->FindFieldByNumber(static_cast<int>(e.kind));
     kinds.push_back(f->name());
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "lowerings/family.h"
 #include "lowerings/registry.h"
 #include "proto/op.pb.h"
 #include "targets/loader.h"
@@ -33,14 +34,19 @@ int RunTargets(const cli::ParsedArgs& args) {
 }
 
 int RunOps(const cli::ParsedArgs& args) {
-  (void)args;
   const std::vector<std::string> lowered = LoweredKinds();
   const google::protobuf::OneofDescriptor* kind = proto::OpSpec::descriptor()->FindOneofByName("kind");
   for (int i = 0; i < kind->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* f = kind->field(i);
     const bool is_lowered = std::find(lowered.begin(), lowered.end(), f->name()) != lowered.end();
-    std::cout << absl::StrFormat("%-18s  %-24s  %s\n", f->name(), f->message_type()->name(),
-                                 is_lowered ? "lowered" : "not lowered yet");
+    const OpFamily* family = FindFamily(f->name());
+    std::string tolerance = "-";
+    if (is_lowered && family != nullptr) {
+      tolerance = family->rel_l2 == 0 ? "bit-exact" : absl::StrFormat("rel L2 <= %.2g", family->rel_l2);
+    }
+    std::cout << absl::StrFormat("%-18s  %-24s  %-15s  %s\n", f->name(), f->message_type()->name(),
+                                 is_lowered ? "lowered" : "not lowered yet", tolerance);
+    if (args.GetBool("why") && family != nullptr) std::cout << "    " << family->why << "\n";
   }
   return cli::kExitOk;
 }
@@ -63,9 +69,12 @@ Subcommand OpsCommand() {
   s.name = "ops";
   s.summary = "list the op kinds of an op spec (spatial.proto.OpSpec) and whether each is lowered";
   s.description =
-      "One line per op kind: the field to set in an OpSpec, its spec message (proto/op.proto), and whether\n"
-      "`spatial lower` maps it. examples/ops/ has a spec per lowered kind at a real model's shape.";
-  s.examples = {"spatial ops"};
+      "One line per op kind: the field to set in an OpSpec, its spec message (proto/op.proto), whether\n"
+      "`spatial lower` maps it, and the bound the simulator's values are held to against the exact VM (relative\n"
+      "L2; --why prints the reasoning and measurement behind it). examples/ops/ has a spec per lowered kind at a\n"
+      "real model's shape.";
+  s.flags = {{"why", cli::FlagSpec::Kind::kBool, "", "print why each kind's tolerance is what it is"}};
+  s.examples = {"spatial ops", "spatial ops --why"};
   return {s, &RunOps};
 }
 

@@ -1,4 +1,5 @@
-// The tolerance table (tolerances.h). Each number was set from the errors op_tolerance_test measures (it prints
+// The cases of the tolerance table (tolerances.h). The numbers and their justifications are the families' own
+// (lowerings/families.cc, what the demo and `spatial ops` show too). Each was set from the errors op_tolerance_test measures (it prints
 // "measured <kind> max rel L2 ... over N runs"; SPATIAL_TOLERANCE_SEEDS=30 is how the table was measured), with
 // headroom for other seeds and shapes, and is justified beside it from the target numerics
 // (reference/hardware-facts.md §1.2, §2). Both targets checked, test_tiny and wormhole_n150, have Wormhole's
@@ -18,6 +19,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+
+#include "lowerings/family.h"
 
 namespace spatial::integration {
 namespace {
@@ -596,87 +599,42 @@ std::vector<OpCase> GatedDeltaCases() {
 
 const std::vector<OpTolerance>& ToleranceTable() {
   static const std::vector<OpTolerance> table = [] {
-    // Measured: the largest relative L2 over 30 seeds of every case (SPATIAL_TOLERANCE_SEEDS=30), median in
-    // parentheses. Every bound is ~2x the largest measured error, rounded up: room for other seeds and shapes, and
-    // still tight enough that one extra bf16 rounding in a chain, or a coarser fidelity, would trip it.
-    std::vector<OpTolerance> t = {
-        // ── Elementwise ──
-        // The result of an fp32 SFPU computation packed once to bf16 (ties-away): one rounding, ~1.1e-3 RMS.
-        // sigmoid = Recip(1 + Exp(-x)) with the accurate exp_21f and a one-Newton reciprocal (<= 0.5 bf16 ulp each,
-        // in fp32) before the pack. Measured 1.3e-3 (1.1e-3).
-        {"sigmoid", 3e-3, 1e-12, &SigmoidCases},
-        // silu = x * sigmoid(x) (SILU_SIGMOID): the sigmoid's error, one fp32 multiply, the pack. Measured 1.9e-3
-        // (1.4e-3).
-        {"silu", 4e-3, 1e-12, &SiluCases},
-        // tanh GELU through Exp and Recip: most of the norm is in large |x|, where gelu(x) ~ x or 0 and the pack
-        // of a nearly-bf16 value loses little. Measured 9.8e-4 (6.3e-4).
-        {"gelu", 2.5e-3, 1e-12, &GeluCases},
-        // x * factor in fp32 (the factor as an fp32 constant), one pack. Measured 2.2e-3 (1.7e-3).
-        {"scale", 4e-3, 1e-12, &ScaleCases},
-        // cap * tanh(x / cap) via Exp and Recip, one pack. Measured 1.7e-3 (1.5e-3).
-        {"softcap", 4e-3, 1e-12, &SoftcapCases},
-        // -exp(alog) * softplus(ar + dt): Exp and Ln on the SFPU, one pack. Measured 1.8e-3 (1.4e-3).
-        {"decay", 4e-3, 1e-12, &DecayCases},
-        // max(x, 0) of bf16 values (float) or int32 (int): no rounding at all. Measured 0.
-        {"relu", 0.0, 1e-12, &ReluCases},
-        // Integer kinds claim Exact: int32 arithmetic, bit-equal. Measured 0.
-        {"int_requant", 0.0, 0.0, &IntRequantCases},
-        {"int_clamp", 0.0, 0.0, &IntClampCases},
-        // ── Matmul ──
-        // bf16 operands at HiFi2: the left operand (in SrcB) keeps its hidden bit and top 6 of 7 mantissa bits
-        // (matrix_engine.h), a truncation of up to 2^-7 per product that does not average out of a dot product's
-        // relative error; the fp32 Dst sums exactly enough; one pack to bf16 at the end. ~2.5e-3 + 1.1e-3 RMS,
-        // independent of k. Measured 5.2e-3 (4.0e-3) over k = 13..256.
-        {"matmul", 1e-2, 1e-12, &MatmulCases},
-        // ── Tables and heads ──
-        // Pure moves of bf16 (or int32) values: no rounding. Measured 0.
-        {"transpose", 0.0, 0.0, &TransposeCases},
-        {"head_slice", 0.0, 0.0, &HeadSliceCases},
-        {"join", 0.0, 0.0, &JoinCases},
-        // Per-head matmuls: matmul's reasoning (HiFi2 operand truncation, one pack). Measured 4.5e-3 (2.2e-3).
-        {"head_matmul", 1e-2, 1e-12, &HeadMatmulCases},
-        // ── Rows ──
-        // Sum of squares in fp32, Rsqrt (magic seed + one correction step) in fp32, x * inv, one pack. Measured
-        // 2.2e-3 (1.7e-3).
-        {"l2norm", 5e-3, 1e-12, &L2NormCases},
-        // RMSNorm: as l2norm, plus the residual add stored to bf16 and, streamed, the squares stored to bf16
-        // before a matmul against ones and the inverse stored before the rescale: up to four bf16 roundings in
-        // series. Measured 6.0e-3 (3.9e-3) on the streamed 1 x 100 with residual.
-        {"fused_row", 1.2e-2, 1e-12, &FusedRowCases},
-        // max, Exp(x - max), sum, Recip, multiply, one pack; at_acc keeps fp32 end to end (measured 3e-7). Measured
-        // 2.5e-3 (1.6e-3).
-        {"softmax", 5e-3, 1e-12, &SoftmaxCases},
-        // ── Attention ──
-        // Scores (a matmul at HiFi2, stored bf16), the softmax (stored bf16), the weighted sum of values (another
-        // HiFi2 matmul, one pack); the flash fold keeps its running max, sum and output in fp32. Measured 6.4e-3
-        // (2.5e-3): the largest on 12-value outputs (2 heads x 6), where a few roundings weigh most. With the fold's
-        // contractions on the matrix engine's path (spatial/semantics/contraction.h): 7.4e-3 over 30 seeds.
-        {"attention", 1.2e-2, 1e-12, &AttentionCases},
-        // Integer LUT attention claims Exact. Measured 0.
-        {"lut_attention", 0.0, 0.0, &LutAttentionCases},
-        // Attention's chain over every position. Its score and value contractions run on the matrix engine as the
-        // machine runs them (bf16 operands at HiFi2; the probabilities are unpacked to bf16), as the flash fold's do.
-        // Measured 7.0e-3 over 30 seeds (2.8e-3 while the values computed them point by point in fp32).
-        {"full_attention", 1.2e-2, 1e-12, &FullAttentionCases},
-        // ── Gathers, row writes, argmax ──
-        // Moves of bf16 (or int32) rows, and an index: no rounding. Measured 0.
-        {"row_gather", 0.0, 0.0, &RowGatherCases},
-        {"rows_gather", 0.0, 0.0, &RowsGatherCases},
-        {"set_row", 0.0, 0.0, &SetRowCases},
-        // The index of the first maximum: exact on inputs whose order bf16 keeps (the draw's). Measured 0.
-        {"argmax", 0.0, 0.0, &ArgMaxCases},
-        // ── Rope ──
-        // q * cos + rotate(q) * sin in fp32 from bf16 tables, one pack. Measured 1.6e-3 (1.5e-3).
-        {"rope", 4e-3, 1e-12, &RopeCases},
-        // ── Carried state ──
-        // A taps-deep multiply-add over the ring in fp32, one pack; the ring itself only moves bf16 values (0).
-        // Measured 2.8e-3 (2.3e-3).
-        {"causal_conv", 6e-3, 1e-12, &CausalConvCases},
-        // One Gated DeltaNet step: u = S k, the rank-1 update of S (stored back to bf16), S q, the head's RMSNorm,
-        // the gate (Exp/Recip): about six bf16 roundings in series, the memory S the worst. Measured 8.8e-3
-        // (5.6e-3), on S.
-        {"gated_delta", 1.6e-2, 1e-12, &GatedDeltaCases},
+    // The bounds and their reasons are the families' own (lowerings/families.cc); this table adds the cases each
+    // kind is measured and checked at.
+    const std::pair<const char*, std::vector<OpCase> (*)()> cases[] = {
+        {"sigmoid", &SigmoidCases},
+        {"silu", &SiluCases},
+        {"gelu", &GeluCases},
+        {"scale", &ScaleCases},
+        {"softcap", &SoftcapCases},
+        {"decay", &DecayCases},
+        {"relu", &ReluCases},
+        {"int_requant", &IntRequantCases},
+        {"int_clamp", &IntClampCases},
+        {"matmul", &MatmulCases},
+        {"transpose", &TransposeCases},
+        {"head_slice", &HeadSliceCases},
+        {"join", &JoinCases},
+        {"head_matmul", &HeadMatmulCases},
+        {"l2norm", &L2NormCases},
+        {"fused_row", &FusedRowCases},
+        {"softmax", &SoftmaxCases},
+        {"attention", &AttentionCases},
+        {"lut_attention", &LutAttentionCases},
+        {"full_attention", &FullAttentionCases},
+        {"row_gather", &RowGatherCases},
+        {"rows_gather", &RowsGatherCases},
+        {"set_row", &SetRowCases},
+        {"argmax", &ArgMaxCases},
+        {"rope", &RopeCases},
+        {"causal_conv", &CausalConvCases},
+        {"gated_delta", &GatedDeltaCases},
     };
+    std::vector<OpTolerance> t;
+    for (const auto& [kind, make] : cases) {
+      const OpFamily* f = FindFamily(kind);
+      if (f != nullptr) t.push_back(OpTolerance{kind, f->rel_l2, f->vm_tol, make});
+    }
     std::sort(t.begin(), t.end(), [](const OpTolerance& a, const OpTolerance& b) { return a.kind < b.kind; });
     return t;
   }();

@@ -1,11 +1,11 @@
 // The per-op-kind numerics table of the integration tests (DESIGN §10, the three-way check's second leg): for every
 // lowered op kind, how far the simulator under the target's numerics (bf16 storage, fp32 accumulation, the SFPU's
-// algorithms) may move each Approx-claimed output from the exact f64 VM, as a relative L2 error, with the reason in a
-// comment beside the number in tolerances.cc; and the small specs (shapes on test_tiny and wormhole_n150) and input
+// algorithms) may move each Approx-claimed output from the exact f64 VM, as a relative L2 error, with its reason
+// (both from the kind's family, lowerings/family.h); and the small specs (shapes on test_tiny and wormhole_n150) and input
 // draws every kind is checked at.
 //
-// Every kind Lower maps must have an entry: op_tolerance_test fails for a kind that has none, so a new family is
-// added here deliberately, with a measured and justified tolerance, never by a default.
+// Every kind Lower maps must have cases here: op_tolerance_test fails for a kind that has none, so a new family is
+// measured deliberately, never by a default.
 //
 // Exact-claimed outputs (integer arithmetic, index moves) are held to bit equality whatever the entry says.
 #ifndef TESTS_INTEGRATION_TOLERANCES_H_

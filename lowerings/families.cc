@@ -1,0 +1,133 @@
+// The one table of op families (lowerings/family.h).
+#include "lowerings/family.h"
+
+#include "lowerings/argmax.h"
+#include "lowerings/attention/attention.h"
+#include "lowerings/attention/full_attention.h"
+#include "lowerings/attention/lut.h"
+#include "lowerings/attention/reference_attention.h"
+#include "lowerings/carried/causal_conv.h"
+#include "lowerings/carried/gated_delta.h"
+#include "lowerings/elementwise.h"
+#include "lowerings/gathers.h"
+#include "lowerings/head_matmul.h"
+#include "lowerings/matmul.h"
+#include "lowerings/reference_ops.h"
+#include "lowerings/rope.h"
+#include "lowerings/row_norms.h"
+#include "lowerings/row_writes.h"
+#include "lowerings/softmax.h"
+#include "lowerings/tables.h"
+
+namespace spatial {
+
+const std::vector<OpFamily>& OpFamilies() {
+  // The tolerances: the largest relative L2 over 30 seeds of every case of tests/integration/tolerances.cc
+  // (SPATIAL_TOLERANCE_SEEDS=30), median in parentheses. Every bound is ~2x the largest measured error, rounded up:
+  // room for other seeds and shapes, and still tight enough that one extra bf16 rounding in a chain, or a coarser
+  // fidelity, would trip it.
+  static const std::vector<OpFamily>* families = new std::vector<OpFamily>{
+    // ── Elementwise ──
+    {proto::OpSpec::kSigmoid, &FromSigmoid, &ReferenceSigmoid, 3e-3, 1e-12,
+     "The result of an fp32 SFPU computation packed once to bf16 (ties-away): one rounding, "
+     "~1.1e-3 RMS. sigmoid = Recip(1 + Exp(-x)) with the accurate exp_21f and a one-Newton "
+     "reciprocal (<= 0.5 bf16 ulp each, in fp32) before the pack. Measured 1.3e-3 (1.1e-3)."},
+    {proto::OpSpec::kSilu, &FromSilu, &ReferenceSilu, 4e-3, 1e-12,
+     "silu = x * sigmoid(x) (SILU_SIGMOID): the sigmoid's error, one fp32 multiply, the pack. "
+     "Measured 1.9e-3 (1.4e-3)."},
+    {proto::OpSpec::kGelu, &FromGelu, &ReferenceGelu, 2.5e-3, 1e-12,
+     "tanh GELU through Exp and Recip: most of the norm is in large |x|, where gelu(x) ~ x or 0 "
+     "and the pack of a nearly-bf16 value loses little. Measured 9.8e-4 (6.3e-4)."},
+    {proto::OpSpec::kScale, &FromScale, &ReferenceScale, 4e-3, 1e-12,
+     "x * factor in fp32 (the factor as an fp32 constant), one pack. Measured 2.2e-3 (1.7e-3)."},
+    {proto::OpSpec::kSoftcap, &FromSoftcap, &ReferenceSoftcap, 4e-3, 1e-12,
+     "cap * tanh(x / cap) via Exp and Recip, one pack. Measured 1.7e-3 (1.5e-3)."},
+    {proto::OpSpec::kDecay, &FromDecay, &ReferenceDecay, 4e-3, 1e-12,
+     "-exp(alog) * softplus(ar + dt): Exp and Ln on the SFPU, one pack. Measured 1.8e-3 (1.4e-3)."},
+    {proto::OpSpec::kRelu, &FromRelu, &ReferenceRelu, 0.0, 1e-12,
+     "max(x, 0) of bf16 values (float) or int32 (int): no rounding at all. Measured 0."},
+    {proto::OpSpec::kIntRequant, &FromIntRequant, &ReferenceIntRequant, 0.0, 0.0,
+     "Integer kinds claim Exact: int32 arithmetic, bit-equal. Measured 0."},
+    {proto::OpSpec::kIntClamp, &FromIntClamp, &ReferenceIntClamp, 0.0, 0.0,
+     "Integer kinds claim Exact: int32 arithmetic, bit-equal. Measured 0."},
+    // ── Matmul ──
+    {proto::OpSpec::kMatmul, &FromMatmul, &ReferenceMatmul, 1e-2, 1e-12,
+     "bf16 operands at HiFi2: the left operand (in SrcB) keeps its hidden bit and top 6 of 7 "
+     "mantissa bits (matrix_engine.h), a truncation of up to 2^-7 per product that does not "
+     "average out of a dot product's relative error; the fp32 Dst sums exactly enough; one pack "
+     "to bf16 at the end. ~2.5e-3 + 1.1e-3 RMS, independent of k. Measured 5.2e-3 (4.0e-3) over k "
+     "= 13..256."},
+    // ── Tables and heads ──
+    {proto::OpSpec::kTranspose, &FromTranspose, &ReferenceTranspose, 0.0, 0.0,
+     "Pure moves of bf16 (or int32) values: no rounding. Measured 0."},
+    {proto::OpSpec::kHeadSlice, &FromHeadSlice, &ReferenceHeadSlice, 0.0, 0.0,
+     "Pure moves of bf16 (or int32) values: no rounding. Measured 0."},
+    {proto::OpSpec::kJoin, &FromJoin, &ReferenceJoin, 0.0, 0.0,
+     "Pure moves of bf16 (or int32) values: no rounding. Measured 0."},
+    {proto::OpSpec::kHeadMatmul, &FromHeadMatmul, &ReferenceHeadMatmul, 1e-2, 1e-12,
+     "Per-head matmuls: matmul's reasoning (HiFi2 operand truncation, one pack). Measured 4.5e-3 "
+     "(2.2e-3)."},
+    // ── Rows ──
+    {proto::OpSpec::kL2Norm, &FromL2Norm, &ReferenceL2Norm, 5e-3, 1e-12,
+     "Sum of squares in fp32, Rsqrt (magic seed + one correction step) in fp32, x * inv, one "
+     "pack. Measured 2.2e-3 (1.7e-3)."},
+    {proto::OpSpec::kFusedRow, &FromFusedRow, &ReferenceFusedRow, 1.2e-2, 1e-12,
+     "RMSNorm: as l2norm, plus the residual add stored to bf16 and, streamed, the squares stored "
+     "to bf16 before a matmul against ones and the inverse stored before the rescale: up to four "
+     "bf16 roundings in series. Measured 6.0e-3 (3.9e-3) on the streamed 1 x 100 with residual."},
+    {proto::OpSpec::kSoftmax, &FromSoftmax, &ReferenceSoftmax, 5e-3, 1e-12,
+     "max, Exp(x - max), sum, Recip, multiply, one pack; at_acc keeps fp32 end to end (measured "
+     "3e-7). Measured 2.5e-3 (1.6e-3)."},
+    // ── Attention ──
+    {proto::OpSpec::kAttention, &FromAttention, &ReferenceAttention, 1.2e-2, 1e-12,
+     "Scores (a matmul at HiFi2, stored bf16), the softmax (stored bf16), the weighted sum of "
+     "values (another HiFi2 matmul, one pack); the flash fold keeps its running max, sum and "
+     "output in fp32. Measured 6.4e-3 (2.5e-3): the largest on 12-value outputs (2 heads x 6), "
+     "where a few roundings weigh most. With the fold's contractions on the matrix engine's path "
+     "(spatial/semantics/contraction.h): 7.4e-3 over 30 seeds."},
+    {proto::OpSpec::kLutAttention, &FromLutAttention, &ReferenceLutAttention, 0.0, 0.0,
+     "Integer LUT attention claims Exact. Measured 0."},
+    {proto::OpSpec::kFullAttention, &FromFullAttention, &ReferenceFullAttention, 1.2e-2, 1e-12,
+     "Attention's chain over every position. Its score and value contractions run on the matrix "
+     "engine as the machine runs them (bf16 operands at HiFi2; the probabilities are unpacked to "
+     "bf16), as the flash fold's do. Measured 7.0e-3 over 30 seeds (2.8e-3 while the values "
+     "computed them point by point in fp32)."},
+    // ── Gathers, row writes, argmax ──
+    {proto::OpSpec::kRowGather, &FromRowGather, &ReferenceRowGather, 0.0, 0.0,
+     "Moves of bf16 (or int32) rows, and an index: no rounding. Measured 0."},
+    {proto::OpSpec::kRowsGather, &FromRowsGather, &ReferenceRowsGather, 0.0, 0.0,
+     "Moves of bf16 (or int32) rows, and an index: no rounding. Measured 0."},
+    {proto::OpSpec::kSetRow, &FromSetRow, &ReferenceSetRow, 0.0, 0.0,
+     "Moves of bf16 (or int32) rows, and an index: no rounding. Measured 0."},
+    {proto::OpSpec::kArgmax, &FromArgMax, &ReferenceArgMax, 0.0, 0.0,
+     "The index of the first maximum: exact on inputs whose order bf16 keeps (the draw's). "
+     "Measured 0."},
+    // ── Rope ──
+    {proto::OpSpec::kRope, &FromRope, &ReferenceRope, 4e-3, 1e-12,
+     "q * cos + rotate(q) * sin in fp32 from bf16 tables, one pack. Measured 1.6e-3 (1.5e-3)."},
+    // ── Carried state ──
+    {proto::OpSpec::kCausalConv, &FromCausalConv, &ReferenceCausalConv, 6e-3, 1e-12,
+     "A taps-deep multiply-add over the ring in fp32, one pack; the ring itself only moves bf16 "
+     "values (0). Measured 2.8e-3 (2.3e-3)."},
+    {proto::OpSpec::kGatedDelta, &FromGatedDelta, &ReferenceGatedDelta, 1.6e-2, 1e-12,
+     "One Gated DeltaNet step: u = S k, the rank-1 update of S (stored back to bf16), S q, the "
+     "head's RMSNorm, the gate (Exp/Recip): about six bf16 roundings in series, the memory S the "
+     "worst. Measured 8.8e-3 (5.6e-3), on S."},
+  };
+  return *families;
+}
+
+const OpFamily* FindFamily(proto::OpSpec::KindCase kind) {
+  for (const OpFamily& f : OpFamilies()) {
+    if (f.kind == kind) return &f;
+  }
+  return nullptr;
+}
+
+const OpFamily* FindFamily(std::string_view name) {
+  const auto* field = proto::OpSpec::descriptor()->FindFieldByName(std::string(name));
+  if (field == nullptr || field->containing_oneof() == nullptr) return nullptr;
+  return FindFamily(static_cast<proto::OpSpec::KindCase>(field->number()));
+}
+
+}  // namespace spatial
