@@ -70,23 +70,6 @@ AffineMap MapOf(const ElemAccess& m, int64_t page) {
   return out;
 }
 
-std::string OpName(BodyOp op) {
-  switch (op) {
-    case BodyOp::kAdd: return "Add";
-    case BodyOp::kSub: return "Sub";
-    case BodyOp::kMul: return "Mul";
-    case BodyOp::kMin: return "Min";
-    case BodyOp::kMax: return "Max";
-    case BodyOp::kFloorDiv: return "FloorDiv";
-    case BodyOp::kShr: return "Shr";
-    case BodyOp::kConst: return "Const";
-    case BodyOp::kOperand: return "Operand";
-    case BodyOp::kUnary: return "Unary";
-    case BodyOp::kSelect: return "Select";
-  }
-  return "?";
-}
-
 class GenericProver {
  public:
   GenericProver(SectionContext& ctx, int stage, const GenericFacts& facts)
@@ -339,7 +322,7 @@ class GenericProver {
       Diag(codes::kIndexOverflow, "generic.body", absl::StrCat("within ", std::string(PrecisionName(t)), " ",
                                                                IntervalToString(type)),
            IntervalToString(r),
-           absl::StrCat(OpName(op), " of ", IntervalToString(a), " and ", IntervalToString(b), " can reach ",
+           absl::StrCat(std::string(BodyOpName(op)), " of ", IntervalToString(a), " and ", IntervalToString(b), " can reach ",
                         IntervalToString(r), ", outside the ", std::string(PrecisionName(t)),
                         " of the integer datapath (operand ranges: the index tables' values, the guards' admitted "
                         "ranges, the input precisions)"));

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -33,17 +36,107 @@ std::string_view LoopVarName(LoopVar v) {
   return "UNSPECIFIED";
 }
 
+bool IsKnownSfpuOp(SfpuOp op) {
+  switch (op) {
+#define SPATIAL_X(e, v, name, wire) case SfpuOp::e:
+    SPATIAL_SFPU_OPS(SPATIAL_X)
+#undef SPATIAL_X
+    return true;
+    case SfpuOp::kUnspecified: break;
+  }
+  return false;
+}
+
 std::string SfpuName(const SfpuKind& k) {
+  if (k.op == SfpuOp::kRsqrt) return absl::StrCat("rsqrt{eps_nano=", k.eps_nano, ",over=", k.over, "}");
   switch (k.op) {
-    case SfpuOp::kExp: return "exp";
-    case SfpuOp::kLn: return "ln";
-    case SfpuOp::kRecip: return "recip";
-    case SfpuOp::kSilu: return "silu";
-    case SfpuOp::kExpAccurate: return "exp_accurate";
-    case SfpuOp::kRsqrt: return absl::StrCat("rsqrt{eps_nano=", k.eps_nano, ",over=", k.over, "}");
+#define SPATIAL_X(e, v, name, wire) \
+  case SfpuOp::e: return name;
+    SPATIAL_SFPU_OPS(SPATIAL_X)
+#undef SPATIAL_X
     case SfpuOp::kUnspecified: break;
   }
   return "unspecified";
+}
+
+bool IsKnownBodyOp(BodyOp op) { return BodyOpName(op) != "?"; }
+
+std::string_view BodyOpName(BodyOp op) {
+  switch (op) {
+#define SPATIAL_X(e, v, name, wire, children) \
+  case BodyOp::e: return name;
+    SPATIAL_BODY_OPS(SPATIAL_X)
+#undef SPATIAL_X
+  }
+  return "?";
+}
+
+int BodyOpChildren(BodyOp op) {
+  switch (op) {
+#define SPATIAL_X(e, v, name, wire, children) \
+  case BodyOp::e: return children;
+    SPATIAL_BODY_OPS(SPATIAL_X)
+#undef SPATIAL_X
+  }
+  return 0;
+}
+
+namespace {
+
+// The children a node uses, in order (nullptr-free).
+int Children(const BodyNode& n, const Body* out[3]) {
+  int k = 0;
+  if (n.op == BodyOp::kSelect) {
+    if (n.b.defined()) out[k++] = &n.b;
+    if (n.c.defined()) out[k++] = &n.c;
+    return k;
+  }
+  if (BodyOpChildren(n.op) >= 1 && n.a.defined()) out[k++] = &n.a;
+  if (BodyOpChildren(n.op) >= 2 && n.b.defined()) out[k++] = &n.b;
+  return k;
+}
+
+}  // namespace
+
+void VisitBody(const Body& root, const std::function<bool(const BodyNode&)>& f) {
+  if (!root.defined()) return;
+  std::unordered_set<const BodyNode*> done;
+  // (node, whether its children have been pushed)
+  std::vector<std::pair<const BodyNode*, bool>> stack{{root.get(), false}};
+  while (!stack.empty()) {
+    auto [n, expanded] = stack.back();
+    if (expanded) {
+      stack.pop_back();
+      if (done.insert(n).second && !f(*n)) return;
+      continue;
+    }
+    stack.back().second = true;
+    if (done.count(n)) continue;
+    const Body* kids[3];
+    const int k = Children(*n, kids);
+    for (int i = k - 1; i >= 0; --i) {
+      if (!done.count(kids[i]->get())) stack.push_back({kids[i]->get(), false});
+    }
+  }
+}
+
+Body RewriteBody(const Body& root, const std::function<Body(const BodyNode& node, Body a, Body b, Body c)>& f) {
+  if (!root.defined()) return root;
+  std::unordered_map<const BodyNode*, Body> out;
+  auto get = [&out](const Body& x) { return x.defined() ? out.at(x.get()) : Body(); };
+  VisitBody(root, [&](const BodyNode& n) {
+    Body a, b, c;
+    if (n.op == BodyOp::kSelect) {
+      b = get(n.b);
+      c = get(n.c);
+    } else {
+      if (BodyOpChildren(n.op) >= 1) a = get(n.a);
+      if (BodyOpChildren(n.op) >= 2) b = get(n.b);
+    }
+    out.emplace(&n, f(n, std::move(a), std::move(b), std::move(c)));
+    return true;
+  });
+  return out.at(root.get());
 }
 
 Body Op(int slot) {
@@ -121,31 +214,23 @@ bool BodyEqual(const Body& x, const Body& y) {
 }
 
 bool BodyIntegral(const Body& body) {
-  const BodyNode& n = *body;
-  switch (n.op) {
-    case BodyOp::kOperand: return true;
-    case BodyOp::kConst: return std::isfinite(n.value) && n.value == std::trunc(n.value);
-    case BodyOp::kUnary: return false;
-    case BodyOp::kShr: return BodyIntegral(n.a);
-    case BodyOp::kSelect: return BodyIntegral(n.b) && BodyIntegral(n.c);
-    default: return BodyIntegral(n.a) && BodyIntegral(n.b);
-  }
+  bool integral = true;
+  VisitBody(body, [&integral](const BodyNode& n) {
+    if (n.op == BodyOp::kUnary) integral = false;
+    if (n.op == BodyOp::kConst) integral = std::isfinite(n.value) && n.value == std::trunc(n.value);
+    return integral;
+  });
+  return integral;
 }
 
 int BodySlotCount(const Body& body) {
-  const BodyNode& n = *body;
-  switch (n.op) {
-    case BodyOp::kOperand: return n.operand + 1;
-    case BodyOp::kConst: return 0;
-    case BodyOp::kShr:
-    case BodyOp::kUnary: return BodySlotCount(n.a);
-    case BodyOp::kSelect: {
-      int k = std::max(BodySlotCount(n.b), BodySlotCount(n.c));
-      if (n.pred.rhs_is_operand) k = std::max<int>(k, static_cast<int>(n.pred.rhs) + 1);
-      return k;
-    }
-    default: return std::max(BodySlotCount(n.a), BodySlotCount(n.b));
-  }
+  int k = 0;
+  VisitBody(body, [&k](const BodyNode& n) {
+    if (n.op == BodyOp::kOperand) k = std::max(k, n.operand + 1);
+    if (n.op == BodyOp::kSelect && n.pred.rhs_is_operand) k = std::max<int>(k, static_cast<int>(n.pred.rhs) + 1);
+    return true;
+  });
+  return k;
 }
 
 std::string BodyToString(const Body& body) {

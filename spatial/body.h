@@ -4,8 +4,10 @@
 #define SPATIAL_BODY_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13,9 +15,26 @@
 
 namespace spatial {
 
-// Values match proto/program.proto's SfpuKind.
-enum class SfpuOp : uint8_t { kUnspecified = 0, kExp = 1, kLn = 2, kRecip = 3, kRsqrt = 4, kSilu = 5,
-                              kExpAccurate = 6 };
+// ── The body IR's kinds, each listed once ──
+// Every SFPU transform: X(enumerator, wire value = proto/types.proto SfpuKind, printed name, proto enumerator). A
+// new transform is one line here: the enum, its name, its wire mapping (proto_io.cc checks the values agree),
+// validation and the VM's acceptance follow; its numerics (sim/numerics/sfpu.cc) and exact math
+// (sim/vm/exact_math.h) are switches the compiler points at (-Wswitch).
+#define SPATIAL_SFPU_OPS(X)                        \
+  X(kExp, 1, "exp", EXP)                           \
+  X(kLn, 2, "ln", LN)                              \
+  X(kRecip, 3, "recip", RECIP)                     \
+  X(kRsqrt, 4, "rsqrt", RSQRT)                     \
+  X(kSilu, 5, "silu", SILU)                        \
+  X(kExpAccurate, 6, "exp_accurate", EXP_ACCURATE)
+
+enum class SfpuOp : uint8_t {
+  kUnspecified = 0,
+#define SPATIAL_X(e, v, name, wire) e = v,
+  SPATIAL_SFPU_OPS(SPATIAL_X)
+#undef SPATIAL_X
+};
+bool IsKnownSfpuOp(SfpuOp op);
 
 // A transform the vector engine computes. Rsqrt is 1/sqrt(x/over + eps_nano*1e-9): the divide by the row width
 // rides inside the transform (the seed measured a bf16 ulp when it did not).
@@ -51,20 +70,31 @@ struct Pred {
   friend bool operator==(const Pred&, const Pred&) = default;
 };
 
-// Values match proto/program.proto's BodyNode.Op.
+// Every body node kind: X(enumerator, wire value = proto/program.proto BodyNode.Op, name, proto enumerator,
+// children). Shr shifts a right arithmetically by `shift`; Unary is sfpu(a); Select is pred ? b : c, lazily (the
+// branch not taken reads nothing).
+#define SPATIAL_BODY_OPS(X)                 \
+  X(kOperand, 1, "Operand", OPERAND, 0)     \
+  X(kConst, 2, "Const", CONST, 0)           \
+  X(kAdd, 3, "Add", ADD, 2)                 \
+  X(kSub, 4, "Sub", SUB, 2)                 \
+  X(kMul, 5, "Mul", MUL, 2)                 \
+  X(kMin, 6, "Min", MIN, 2)                 \
+  X(kMax, 7, "Max", MAX, 2)                 \
+  X(kFloorDiv, 8, "FloorDiv", FLOOR_DIV, 2) \
+  X(kShr, 9, "Shr", SHR, 1)                 \
+  X(kUnary, 10, "Unary", UNARY, 1)          \
+  X(kSelect, 11, "Select", SELECT, 2)
+
 enum class BodyOp : uint8_t {
-  kOperand = 1,
-  kConst = 2,
-  kAdd = 3,
-  kSub = 4,
-  kMul = 5,
-  kMin = 6,
-  kMax = 7,
-  kFloorDiv = 8,
-  kShr = 9,     // arithmetic shift right of a by `shift`
-  kUnary = 10,  // sfpu(a)
-  kSelect = 11, // pred ? b : c, lazily: the branch not taken reads nothing
+#define SPATIAL_X(e, v, name, wire, children) e = v,
+  SPATIAL_BODY_OPS(SPATIAL_X)
+#undef SPATIAL_X
 };
+bool IsKnownBodyOp(BodyOp op);
+std::string_view BodyOpName(BodyOp op);  // "Add", ...; "?" for an unknown value
+// The children a node of this kind uses: a, then b (binary ops); a (Shr, Unary); b and c (Select).
+int BodyOpChildren(BodyOp op);
 
 struct BodyNode;
 
@@ -109,6 +139,14 @@ Body Select(Pred p, Body then, Body otherwise);
 // `bands` in increasing `hi`: band k covers COL < hi_k (and >= the previous band's hi); the last band is the
 // fall-through and its hi is ignored. A partition of [0, n) costs len-1 predicates.
 Body Banded(const std::vector<std::pair<int64_t, Body>>& bands);
+
+// Every distinct node reachable from `root` once, children before parents (a shared node is visited once however
+// many parents it has; iterative, so a deep body cannot overflow the stack). Stops early when `f` returns false.
+void VisitBody(const Body& root, const std::function<bool(const BodyNode&)>& f);
+
+// A rewrite: `f` gets each distinct node with its children already rewritten (as `a`, `b`, `c`) and returns the
+// replacement; shared nodes are rewritten once and stay shared.
+Body RewriteBody(const Body& root, const std::function<Body(const BodyNode& node, Body a, Body b, Body c)>& f);
 
 // Structural equality.
 bool BodyEqual(const Body& x, const Body& y);

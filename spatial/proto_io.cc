@@ -11,6 +11,16 @@
 #include "spatial/status_macros.h"
 
 namespace spatial {
+
+// The body IR's kinds are listed once (spatial/body.h); their wire values must be the proto's.
+#define SPATIAL_X(e, v, name, wire, children) \
+  static_assert(static_cast<int>(BodyOp::e) == proto::BodyNode::wire, "BodyOp " name " and its wire value differ");
+SPATIAL_BODY_OPS(SPATIAL_X)
+#undef SPATIAL_X
+#define SPATIAL_X(e, v, name, wire) \
+  static_assert(static_cast<int>(SfpuOp::e) == proto::wire, "SfpuOp " name " and its wire value differ");
+SPATIAL_SFPU_OPS(SPATIAL_X)
+#undef SPATIAL_X
 namespace {
 
 // ── Enums ─────────────────────────────────────────────────────────────────────────────────────────────────────

@@ -362,7 +362,7 @@ class SectionChecker {
           RETURN_IF_ERROR(need(n->a, "a"));
           break;
         case BodyOp::kUnary:
-          if (n->sfpu.op < SfpuOp::kExp || n->sfpu.op > SfpuOp::kExpAccurate) {
+          if (!IsKnownSfpuOp(n->sfpu.op)) {
             return Bad(where, "generic.body",
                        absl::StrCat("unary of unknown sfpu kind ", static_cast<int>(n->sfpu.op)));
           }

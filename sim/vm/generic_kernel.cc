@@ -244,8 +244,7 @@ absl::StatusOr<int> GenericKernel::Emit(const Body& body, int depth) {
       break;
     }
     case BodyOp::kUnary: {
-      if (n.sfpu.op != SfpuOp::kExp && n.sfpu.op != SfpuOp::kLn && n.sfpu.op != SfpuOp::kRecip &&
-          n.sfpu.op != SfpuOp::kRsqrt && n.sfpu.op != SfpuOp::kSilu && n.sfpu.op != SfpuOp::kExpAccurate) {
+      if (!IsKnownSfpuOp(n.sfpu.op)) {
         return absl::InvalidArgumentError(
             absl::StrCat("body has an unknown SFPU kind ", static_cast<int>(n.sfpu.op)));
       }

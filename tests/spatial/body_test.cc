@@ -24,5 +24,46 @@ TEST(Body, EqualityIsStructuralAndBitExact) {
   EXPECT_FALSE(BodyEqual(Unary(SfpuKind::Rsqrt(1000, 64), Op(0)), Unary(SfpuKind::Rsqrt(1000, 32), Op(0))));
 }
 
+
+// The IR's kinds are listed once (SPATIAL_BODY_OPS, SPATIAL_SFPU_OPS): names, children and validity come from it.
+TEST(BodyIr, KindsComeFromOneList) {
+  EXPECT_EQ(BodyOpName(BodyOp::kFloorDiv), "FloorDiv");
+  EXPECT_EQ(BodyOpChildren(BodyOp::kSelect), 2);
+  EXPECT_EQ(BodyOpChildren(BodyOp::kUnary), 1);
+  EXPECT_FALSE(IsKnownBodyOp(static_cast<BodyOp>(42)));
+  EXPECT_TRUE(IsKnownSfpuOp(SfpuOp::kExpAccurate));
+  EXPECT_FALSE(IsKnownSfpuOp(SfpuOp::kUnspecified));
+  EXPECT_EQ(SfpuName(SfpuKind::Silu()), "silu");
+}
+
+// A body that doubles at every level is 2^60 trees but 61 nodes: the visitor sees each node once, the queries
+// built on it answer at once, and a 100000-deep chain does not overflow the stack.
+TEST(BodyIr, VisitorSeesSharedNodesOnceAndDeepBodiesSafely) {
+  Body b = Op(0);
+  for (int i = 0; i < 60; ++i) b = Add(b, b);
+  int nodes = 0;
+  VisitBody(b, [&nodes](const BodyNode&) { return ++nodes, true; });
+  EXPECT_EQ(nodes, 61);
+  EXPECT_TRUE(BodyIntegral(b));
+  EXPECT_EQ(BodySlotCount(b), 1);
+  Body deep = Op(3);
+  for (int i = 0; i < 100000; ++i) deep = Unary(SfpuKind::Exp(), deep);
+  EXPECT_FALSE(BodyIntegral(deep));
+  EXPECT_EQ(BodySlotCount(deep), 4);
+}
+
+TEST(BodyIr, RewriteKeepsSharing) {
+  Body x = Mul(Op(0), Const(2));
+  Body b = Add(x, x);
+  // Every constant 2 becomes 3.
+  Body r = RewriteBody(b, [](const BodyNode& n, Body a, Body bb, Body c) -> Body {
+    if (n.op == BodyOp::kConst) return Const(n.value == 2 ? 3 : n.value);
+    if (n.op == BodyOp::kOperand) return Op(n.operand);
+    return n.op == BodyOp::kMul ? Mul(a, bb) : Add(a, bb);
+  });
+  EXPECT_EQ(BodyToString(r), "((x0 * 3) + (x0 * 3))");
+  EXPECT_EQ(r->a.get(), r->b.get()) << "a shared node is rewritten once and stays shared";
+}
+
 }  // namespace
 }  // namespace spatial
