@@ -61,6 +61,7 @@ void CheckResources(SectionContext& ctx);  // footprint, accumulator, precisions
 void CheckDataflow(SectionContext& ctx);   // stage order, carries, dangling buffers, index FIFOs (dataflow.cc)
 void CheckAccesses(SectionContext& ctx);   // tile addresses, element maps, index arithmetic (accesses.cc)
 void CheckWork(SectionContext& ctx);       // items' rects, the trip (work.cc)
+void CheckItemReads(SectionContext& ctx);  // no item loads what another item stores (item_races.cc)
 
 // Composition level: the declared state order against what sections load and store (state_order.cc).
 void CheckStateOrder(const Composition& c, DiagnosticSink& sink, proto::Certificate& cert);

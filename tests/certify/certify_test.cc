@@ -7,6 +7,7 @@
 #include "certify/codes.h"
 #include "certify/diagnostics.h"
 #include "gtest/gtest.h"
+#include "spatial/builder.h"
 #include "spatial/diagnostic_status.h"
 #include "spatial/validate.h"
 #include "spatial/proto_io.h"
@@ -556,6 +557,44 @@ TEST(Format, SectionLevelWithoutStageOrValues) {
   d.set_field("state_order");
   d.set_message("undeclared");
   EXPECT_EQ(FormatDiagnostic(d, "-"), "-: error: [STATE_ORDER] section 'update' state_order: undeclared");
+}
+
+// ── Items are independent for reads too (issue #16) ──
+
+// Two items updating a 1 x 2-tile State in place: item x reads tile `read_of(x)` and writes tile x.
+Composition InPlace(int64_t (*read_of)(int64_t)) {
+  Template t(8, 8);
+  const TensorId st = t.AddTensor("s", TensorRole::kState, 8, 16, Precision::kFp32, TensorInit::Zero());
+  const BufferId b = t.AddBufferDeep("b", 1, 1, Precision::kFp32);
+  const StageId l = t.AddLoadBlockAt("load", st, 0, {}, 1, 1, 1, b);
+  std::get<Load>(t.mutable_section().stages[l].op).pattern.origin.steps = {{LoopVar::kItemX, 1}};
+  const StageId w = t.AddStore("store", st, {{LoopVar::kItemX, 1}}, 1, b);
+  t.AddEdge(l, b, w);
+  Section sec = t.Finish("update", {WorkItem{0, 0, 0, TileRect{0, 0, 1, 1}}, WorkItem{1, 0, 1, TileRect{0, 1, 1, 1}}},
+                         Precision::kFp32, NumericsClaim::Exact());
+  // The planted read: item x's load at tile read_of(x) (base + coef * x).
+  auto& origin = std::get<Load>(sec.stages[l].op).pattern.origin;
+  origin.base = read_of(0);
+  origin.steps = {{LoopVar::kItemX, read_of(1) - read_of(0)}};
+  Composition c = certify_testing::Compose(std::move(sec));
+  DeclareStateOrder(c);
+  return c;
+}
+
+TEST(ItemReads, AnItemMayRewriteItsOwnTiles) {
+  const CertifyResult r = Certify(InPlace([](int64_t x) { return x; }), Tiny());
+  EXPECT_TRUE(r.ok()) << certify_testing::Explain(r);
+  EXPECT_TRUE(r.certificate.sections(0).reads_independent());
+}
+
+TEST(ItemReads, AnItemMayNotReadWhatAnotherStores) {
+  const CertifyResult r = Certify(InPlace([](int64_t x) { return 1 - x; }), Tiny());
+  ASSERT_TRUE(OnlyCode(r, "ITEMS_OVERLAP")) << certify_testing::Explain(r);
+  EXPECT_EQ(r.diagnostics[0].stage(), "load");
+  EXPECT_EQ(r.diagnostics[0].message(),
+            "item 0 loads tile 1 of 's', which item 1 of the same section stores: items run at the same time on "
+            "different sites, so a section's items must be independent");
+  EXPECT_FALSE(r.certificate.sections(0).reads_independent());
 }
 
 }  // namespace
