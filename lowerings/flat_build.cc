@@ -59,7 +59,9 @@ absl::StatusOr<Composition> FlatBuild::WireAndFinishItems(const std::vector<Stag
                                                           const std::vector<std::pair<BufferId, StageId>>& stores,
                                                           std::vector<WorkItem> items, std::string name,
                                                           NumericsClaim claim) {
-  for (const auto& [l, b] : loads_) {
+  for (const auto& load : loads_) {
+    const StageId l = load.first;
+    const BufferId b = load.second;  // named, not bound: clang 14 cannot capture a structured binding
     auto consumer = std::find_if(chain.begin(), chain.end(), [&](StageId c) { return t_.StageReads(c, b); });
     if (consumer == chain.end()) return NotLowered("an operand nothing in the chain reads");
     t_.AddEdge(l, b, *consumer);
@@ -70,7 +72,9 @@ absl::StatusOr<Composition> FlatBuild::WireAndFinishItems(const std::vector<Stag
     auto next = std::find_if(chain.begin() + i + 1, chain.end(), [&](StageId c) { return t_.StageReads(c, b); });
     if (next != chain.end()) t_.AddEdge(chain[i], b, *next);
   }
-  for (const auto& [b, st] : stores) {
+  for (const auto& store : stores) {
+    const BufferId b = store.first;
+    const StageId st = store.second;
     auto producer =
         std::find_if(chain.rbegin(), chain.rend(), [&](StageId c) { return t_.StageOutput(c) == b; });
     if (producer == chain.rend()) return NotLowered("a stored buffer no stage of the chain produces");
