@@ -1,23 +1,23 @@
 // The one table of op families (lowerings/family.h).
 #include "lowerings/family.h"
 
-#include "lowerings/argmax.h"
 #include "lowerings/attention/attention.h"
 #include "lowerings/attention/full_attention.h"
 #include "lowerings/attention/lut.h"
 #include "lowerings/attention/reference_attention.h"
 #include "lowerings/carried/causal_conv.h"
 #include "lowerings/carried/gated_delta.h"
-#include "lowerings/elementwise.h"
-#include "lowerings/gathers.h"
-#include "lowerings/head_matmul.h"
-#include "lowerings/matmul.h"
+#include "lowerings/elementwise/elementwise.h"
+#include "lowerings/gathers/argmax.h"
+#include "lowerings/gathers/gathers.h"
+#include "lowerings/gathers/row_writes.h"
+#include "lowerings/matmul/head_matmul.h"
+#include "lowerings/matmul/matmul.h"
 #include "lowerings/reference_ops.h"
-#include "lowerings/rope.h"
-#include "lowerings/row_norms.h"
-#include "lowerings/row_writes.h"
-#include "lowerings/softmax.h"
-#include "lowerings/tables.h"
+#include "lowerings/rope/rope.h"
+#include "lowerings/rows/row_norms.h"
+#include "lowerings/rows/softmax.h"
+#include "lowerings/tables/tables.h"
 
 namespace spatial {
 

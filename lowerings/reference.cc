@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "lowerings/common.h"
 #include "lowerings/family.h"
 #include "lowerings/registry.h"
+#include "lowerings/toolkit/common.h"
 
 namespace spatial {
 

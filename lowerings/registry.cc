@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/family.h"
-#include "lowerings/size_budget.h"
+#include "lowerings/toolkit/size_budget.h"
 #include "passes/handles.h"
 #include "spatial/status_macros.h"
 

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "lowerings/common.h"  // IsRefusal
+#include "lowerings/toolkit/common.h"  // IsRefusal
 #include "proto/op.pb.h"
 #include "spatial/program.h"
 #include "targets/target.h"

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash_mask.h"
-#include "lowerings/common.h"
-#include "lowerings/size_budget.h"
-#include "lowerings/tables_rows_common.h"
+#include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "lowerings/toolkit/tables_rows_common.h"
 #include "passes/fit_site.h"
 #include "spatial/builder.h"
 #include "spatial/checked.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"
 #include "lowerings/attention/sections.h"
-#include "lowerings/common.h"
+#include "lowerings/toolkit/common.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lowerings/common.h"
+#include "lowerings/toolkit/common.h"
 #include "proto/op.pb.h"
 #include "targets/target.h"
 

@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "lowerings/row_blocks.h"
 #include "lowerings/attention/flash.h"
-#include "lowerings/common.h"
-#include "lowerings/flat_build.h"
-#include "lowerings/index.h"
-#include "lowerings/size_budget.h"
+#include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/flat_build.h"
+#include "lowerings/toolkit/index.h"
+#include "lowerings/toolkit/row_blocks.h"
+#include "lowerings/toolkit/size_budget.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/lut.h"
-#include "lowerings/common.h"
 #include "lowerings/reference_ops.h"
+#include "lowerings/toolkit/common.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {

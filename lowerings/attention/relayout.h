@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lowerings/common.h"
+#include "lowerings/toolkit/common.h"
 #include "spatial/precision.h"
 #include "spatial/program.h"
 #include "targets/target.h"

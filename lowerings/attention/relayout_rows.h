@@ -19,7 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "lowerings/common.h"
+#include "lowerings/toolkit/common.h"
 #include "spatial/precision.h"
 #include "spatial/program.h"
 #include "targets/target.h"

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"  // ComposeSections
-#include "lowerings/flat_build.h"
-#include "lowerings/size_budget.h"
-#include "lowerings/tables_rows_common.h"
+#include "lowerings/toolkit/flat_build.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"

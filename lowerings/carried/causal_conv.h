@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lowerings/common.h"
+#include "lowerings/toolkit/common.h"
 #include "proto/op.pb.h"
 #include "spatial/program.h"
 #include "targets/target.h"

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/carried/causal_conv.h"
-#include "lowerings/size_budget.h"
+#include "lowerings/toolkit/size_budget.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"

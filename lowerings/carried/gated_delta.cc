@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"  // ComposeSections
-#include "lowerings/elementwise.h"
-#include "lowerings/row_writes.h"
-#include "lowerings/size_budget.h"
-#include "lowerings/tables_rows_common.h"
+#include "lowerings/elementwise/elementwise.h"
+#include "lowerings/gathers/row_writes.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "lowerings/toolkit/tables_rows_common.h"
 #include "passes/fit_site.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"

@@ -25,9 +25,9 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/carried/gated_delta.h"
-#include "lowerings/matmul.h"
-#include "lowerings/size_budget.h"
-#include "lowerings/tables_rows_common.h"
+#include "lowerings/matmul/matmul.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"

@@ -30,8 +30,8 @@
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/attention/relayout_rows.h"
 #include "lowerings/carried/gated_delta.h"
-#include "lowerings/size_budget.h"
-#include "lowerings/tables_rows_common.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"

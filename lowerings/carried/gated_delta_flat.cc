@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"  // ComposeSections
 #include "lowerings/carried/gated_delta.h"
-#include "lowerings/flat_build.h"
-#include "lowerings/tables_rows_common.h"
+#include "lowerings/toolkit/flat_build.h"
+#include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 

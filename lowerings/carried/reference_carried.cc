@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "lowerings/common.h"
 #include "lowerings/reference_ops.h"
-#include "lowerings/reference_tables_rows.h"
+#include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/reference_tables_rows.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {

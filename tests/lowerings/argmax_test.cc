@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "lowerings/index.h"
+#include "lowerings/toolkit/index.h"
 #include "spatial/maps.h"
 #include "tests/lowerings/three_way.h"
 

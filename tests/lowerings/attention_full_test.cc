@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "lowerings/attention/flash_fold.h"
 #include "lowerings/attention/full_attention.h"
-#include "lowerings/tables_rows_common.h"
+#include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/maps.h"
 #include "tests/lowerings/attention_check.h"
 #include "tests/lowerings/three_way.h"

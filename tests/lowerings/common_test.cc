@@ -1,6 +1,6 @@
 // The shared helpers: the accumulator budget and blocking, the fills as tensor inits, the claims.
 #include "gtest/gtest.h"
-#include "lowerings/common.h"
+#include "lowerings/toolkit/common.h"
 #include "tests/lowerings/harness.h"
 
 namespace spatial::testing {

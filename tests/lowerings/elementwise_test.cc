@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "lowerings/elementwise.h"
+#include "lowerings/elementwise/elementwise.h"
 #include "spatial/maps.h"
 #include "tests/lowerings/harness.h"
 

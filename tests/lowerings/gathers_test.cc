@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "lowerings/index.h"
+#include "lowerings/toolkit/index.h"
 #include "tests/lowerings/three_way.h"
 
 namespace spatial::testing {

@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "lowerings/size_budget.h"
+#include "lowerings/toolkit/size_budget.h"
 #include "spatial/checked.h"
 #include "spatial/proto_file.h"
 #include "spatial/validate.h"

@@ -1,12 +1,12 @@
 // The index types and index arithmetic the gathers, row writes, argmax and rope share (lowerings/index.h): how an
 // index is sized, what a literal row refuses, and the checks a named row or count passes — run on the VM.
-#include "lowerings/index.h"
+#include "lowerings/toolkit/index.h"
 
 #include <string>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "lowerings/flat_build.h"
+#include "lowerings/toolkit/flat_build.h"
 #include "spatial/maps.h"
 #include "tests/lowerings/three_way.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "lowerings/pointwise.h"
+#include "lowerings/toolkit/pointwise.h"
 #include "spatial/maps.h"
 #include "tests/lowerings/three_way.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "lowerings/softmax.h"
+#include "lowerings/rows/softmax.h"
 #include "tests/lowerings/three_way.h"
 
 namespace spatial::testing {

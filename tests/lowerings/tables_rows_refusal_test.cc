@@ -5,8 +5,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "lowerings/row_norms_blocked.h"
-#include "lowerings/softmax.h"
+#include "lowerings/rows/row_norms_blocked.h"
+#include "lowerings/rows/softmax.h"
 #include "tests/lowerings/table_specs.h"
 #include "tests/lowerings/three_way.h"
 

@@ -1,0 +1,262 @@
+#include "lowerings/elementwise/elementwise.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/toolkit/flat_build.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "spatial/builder.h"
+#include "spatial/maps.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+
+Body SiluExpr(Body x) { return Unary(SfpuKind::Silu(), std::move(x)); }
+
+Body SigmoidExpr(Body x) {
+  return Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), std::move(x)))));
+}
+
+Body Capped(Body x, double c) {
+  Body sigmoid = Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Mul(std::move(x), Const(-2.0 / c)))));
+  return Sub(Mul(Const(2.0 * c), sigmoid), Const(c));
+}
+
+Body GeluExpr(Body x) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  constexpr double kCubic = 0.044715;
+  Body cube = Mul(x, Mul(x, x));
+  Body z = Mul(Const(kSqrt2OverPi), Add(x, Mul(Const(kCubic), cube)));
+  Body two_z = Mul(Const(2.0), z);
+  return Mul(x, Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), two_z)))));
+}
+
+Body DecayExpr(Body ar, Body dt, Body al) {
+  // The base 1 + e^u is > 1, so the log is always of a positive number.
+  Body base = Add(Const(1.0), Unary(SfpuKind::Exp(), Add(std::move(ar), std::move(dt))));
+  return Unary(SfpuKind::Exp(), Mul(std::move(al), Unary(SfpuKind::Ln(), base)));
+}
+
+namespace {
+
+// ★ A POINTWISE MAP HAS NO CROSS-ELEMENT DEPENDENCE, so a row wider than a site holds is simply work: one item per
+// tile, a one-tile page, and the row streams. The rule is about the row, not the op: one item while the row fits
+// the budget (place clones the program per site, so splitting a narrow row only multiplies stages).
+absl::StatusOr<Composition> BlockedUnaryMap(const std::string& name, const std::string& kind, Precision p,
+                                            Precision in, const Body& body, const OperandRef& x,
+                                            const std::string& out, int64_t n, const Target& target) {
+  const int64_t cols_t = TilesOf(n, target);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(kind, " n = ", n), cols_t));
+  Template t(target.tile_rows(), target.tile_cols());
+  ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, n));
+  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, 1, n, in, std::move(init));
+  TensorId yt = t.AddTensor(out, TensorRole::kOutput, 1, n, p, TensorInit::Zero());
+  BufferId xin = t.AddBuffer("in_x", 1, in);
+  BufferId out_buf = t.AddBuffer("out", 1, p);
+  StageId lx = t.AddLoad("load_x", xt, {{LoopVar::kItemX, 1}}, 1, xin);
+  const int64_t w = t.PageWidth(1);
+  // The last tile computes over its padding columns too; the store drops them.
+  StageId s = t.AddGeneric(kind, FlatSpace(w), {xin}, {IdentMap(w)}, IdentMap(w), body, out_buf);
+  StageId st = t.AddStore(absl::StrCat("store_", out), yt, {{LoopVar::kItemX, 1}}, 1, out_buf);
+  t.AddEdge(lx, xin, s);
+  t.AddEdge(s, out_buf, st);
+  return FinishSection(t, absl::StrCat(name, "_", n), ItemsPerTile(cols_t), AccFor(p), ClaimOf(kind, body, p),
+                       target);
+}
+
+// A unary map over a MATRIX: the tensors keep their rows x cols, and every tile of the tile grid is one item mapped
+// over its full tile page — the tiling a matmul reads the same tensor in, so the two compose without a relayout.
+absl::StatusOr<Composition> MatrixUnaryMap(const std::string& name, const std::string& kind, Precision p,
+                                           Precision in, const Body& body, const OperandRef& x,
+                                           const std::string& out, int64_t rows, int64_t cols,
+                                           const Target& target) {
+  ASSIGN_OR_RETURN(const int64_t elems, CheckedElements(absl::StrCat(kind, " shape"), rows, cols));
+  const int64_t rows_t = CeilDiv(rows, target.tile_rows());
+  const int64_t cols_t = CeilDiv(cols, target.tile_cols());
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(kind, " of ", rows, " x ", cols), CheckedMul(rows_t, cols_t)));
+  Template t(target.tile_rows(), target.tile_cols());
+  ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, elems));
+  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, rows, cols, in, std::move(init));
+  TensorId yt = t.AddTensor(out, TensorRole::kOutput, rows, cols, p, TensorInit::Zero());
+  const std::vector<Term> steps = TileGridSteps(cols_t);
+  BufferId xin = t.AddBuffer("in_x", 1, in);
+  BufferId out_buf = t.AddBuffer("out", 1, p);
+  StageId lx = t.AddLoad("load_x", xt, steps, 1, xin);
+  const int64_t w = target.tile_cols();
+  StageId s = t.AddGeneric(kind, TileSpace(target.tile_rows(), w), {xin}, {IdentMap(w)}, IdentMap(w), body, out_buf);
+  StageId st = t.AddStore(absl::StrCat("store_", out), yt, steps, 1, out_buf);
+  t.AddEdge(lx, xin, s);
+  t.AddEdge(s, out_buf, st);
+  return FinishSection(t, absl::StrCat(name, "_", rows, "x", cols), ItemsPerTileGrid(rows_t, cols_t), AccFor(p),
+                       ClaimOf(kind, body, p), target);
+}
+
+// The checks every one-operand pointwise op shares, then the unary map over the spec's pointwise shape.
+absl::StatusOr<Composition> Pointwise(const proto::OpSpec& spec, const std::string& kind, Datapath dp,
+                                      int64_t n, const Body& body, const Target& target,
+                                      std::optional<Precision> in_precision = std::nullopt) {
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, kind, 1));
+  RETURN_IF_ERROR(CheckElements(kind, "n", n));
+  ASSIGN_OR_RETURN(const auto shape, PointwiseShape(kind, spec.shape_rows(), spec.shape_cols(), n));
+  const auto [rows, cols] = shape;
+  return UnaryMap(kind, kind, dp, body, ops[0], spec.out(), rows, cols, target, in_precision);
+}
+
+}  // namespace
+
+absl::StatusOr<Composition> UnaryMap(const std::string& name, const std::string& kind, Datapath dp, const Body& body,
+                                     const OperandRef& x, const std::string& out, int64_t rows, int64_t n,
+                                     const Target& target, std::optional<Precision> in_precision) {
+  ASSIGN_OR_RETURN(Precision p, DatapathPrecision(dp, target));
+  const Precision in = in_precision.value_or(p);
+  if (rows > 1) return MatrixUnaryMap(name, kind, p, in, body, x, out, rows, n, target);
+  const int64_t cols_t = TilesOf(n, target);
+  if (cols_t > RowBlockTiles(target)) return BlockedUnaryMap(name, kind, p, in, body, x, out, n, target);
+  FlatBuild b = FlatBuild::At(p, target);
+  ASSIGN_OR_RETURN(BufferId xin, b.InputPaged(x.name, n, x.fill, in, 2));
+  BufferId out_buf = b.t().AddBuffer("out", cols_t, p);
+  const int64_t w = b.t().PageWidth(cols_t);
+  StageId s = b.Compute(kind, FlatSpace(n), {Slot{xin, At(0)}}, IdentMap(w), body, out_buf);
+  return b.Finish(out, n, {s}, out_buf, absl::StrCat(name, "_", n), ClaimOf(kind, body, p));
+}
+
+absl::StatusOr<Composition> FromSilu(const proto::OpSpec& spec, const Target& target) {
+  return Pointwise(spec, "silu", Datapath::kFloat, spec.silu().n(), SiluExpr(Op(0)), target);
+}
+
+absl::StatusOr<Composition> FromRelu(const proto::OpSpec& spec, const Target& target) {
+  // The datapath is named by the op: a float ReLU's max(x, 0) is integral arithmetic over float data.
+  return Pointwise(spec, "relu", DatapathOf(!spec.relu().int_()), spec.relu().n(), Max(Op(0), Const(0.0)), target);
+}
+
+absl::StatusOr<Composition> FromSigmoid(const proto::OpSpec& spec, const Target& target) {
+  return Pointwise(spec, "sigmoid", Datapath::kFloat, spec.sigmoid().n(), SigmoidExpr(Op(0)), target);
+}
+
+absl::StatusOr<Composition> FromGelu(const proto::OpSpec& spec, const Target& target) {
+  return Pointwise(spec, "gelu", Datapath::kFloat, spec.gelu().n(), GeluExpr(Op(0)), target);
+}
+
+absl::StatusOr<Composition> FromScale(const proto::OpSpec& spec, const Target& target) {
+  const double c = spec.scale().factor();
+  if (!std::isfinite(c)) {
+    return absl::InvalidArgumentError(absl::StrCat("scale.factor is not finite (", c, ")"));
+  }
+  return Pointwise(spec, "scale", Datapath::kFloat, spec.scale().n(), Mul(Op(0), Const(c)), target);
+}
+
+absl::StatusOr<Composition> FromSoftcap(const proto::OpSpec& spec, const Target& target) {
+  const double c = spec.softcap().cap();
+  if (!std::isfinite(c)) {
+    return absl::InvalidArgumentError(absl::StrCat("softcap.cap is not finite (", c, ")"));
+  }
+  // c * tanh(x / c) has no meaning at c = 0 (the seed's cap is a non-zero type).
+  if (c == 0.0) return NotLowered("a softcap with a cap of zero");
+  return Pointwise(spec, "softcap", Datapath::kFloat, spec.softcap().n(), Capped(Op(0), c), target);
+}
+
+absl::StatusOr<Composition> FromIntRequant(const proto::OpSpec& spec, const Target& target) {
+  const auto& r = spec.int_requant();
+  // (x * M) >> S is an arithmetic shift of an int64 product: a shift of 63 or more, or a negative one, has no
+  // integer meaning.
+  if (r.s() < 0 || r.s() > 62) {
+    return NotLowered(absl::StrCat("an int requant by a shift outside [0, 62] (", r.s(), ")"));
+  }
+  Body body = Shr(Mul(Op(0), Const(static_cast<double>(r.m()))), r.s());
+  // The exact product x·M is formed on the integer datapath, which wraps past its width: the input is stored in
+  // the narrowest integer the target holds whose every value times |M| still fits (an int8 model's activations
+  // are int8), so no input can overflow the product — and the certifier can prove it. None: refused, never a
+  // program that wraps silently.
+  ASSIGN_OR_RETURN(Precision dp, DatapathPrecision(Datapath::kInt, target));
+  const double m = std::fabs(static_cast<double>(r.m()));
+  for (Precision in : {Precision::kInt8, Precision::kInt16, Precision::kInt32}) {
+    if (!target.supports_storage(in) || *IntBits(in) > *IntBits(dp)) continue;
+    if (static_cast<double>(IntMax(in)) * m + 1.0 <= static_cast<double>(IntMax(dp))) {
+      return Pointwise(spec, "int_requant", Datapath::kInt, r.n(), body, target, in);
+    }
+  }
+  return NotLowered(absl::StrCat("an int requant whose product x*M (M = ", r.m(),
+                                 ") leaves the integer datapath even for int8 inputs"));
+}
+
+absl::StatusOr<Composition> FromIntClamp(const proto::OpSpec& spec, const Target& target) {
+  const auto& c = spec.int_clamp();
+  Body body = Min(Max(Op(0), Const(static_cast<double>(c.lo()))), Const(static_cast<double>(c.hi())));
+  return Pointwise(spec, "int_clamp", Datapath::kInt, c.n(), body, target);
+}
+
+namespace {
+
+// ★ A REAL POWER NEEDS A REAL LOG: base^rate with a data-dependent, non-integer, negative rate is
+// exp(rate * ln base), and nothing else of the algebra reaches it.
+absl::StatusOr<Composition> FlatDecay(const std::vector<OperandRef>& ops, const std::string& out, int64_t n,
+                                      const Target& target) {
+  ASSIGN_OR_RETURN(FlatBuild b, FlatBuild::On(Datapath::kFloat, target));
+  ASSIGN_OR_RETURN(BufferId ar, b.Input(ops[0].name, n, ops[0].fill));
+  ASSIGN_OR_RETURN(BufferId dt, b.Input(ops[1].name, n, ops[1].fill));
+  ASSIGN_OR_RETURN(BufferId al, b.Input(ops[2].name, n, ops[2].fill));
+  const int64_t cols_t = TilesOf(n, target);
+  BufferId out_buf = b.t().AddBuffer("out", cols_t, b.precision());
+  const int64_t w = b.t().PageWidth(cols_t);
+  StageId s = b.Compute("decay", FlatSpace(n), {Slot{ar, At(0)}, Slot{dt, At(0)}, Slot{al, At(0)}}, IdentMap(w),
+                        DecayExpr(Op(0), Op(1), Op(2)), out_buf);
+  // No column-blocked form (the seed has none): a row wider than the accumulator is refused at FinishSection.
+  return b.Finish(out, n, {s}, out_buf, absl::StrCat("decay_", n), ApproxIn("decay", b.precision()));
+}
+
+// The decay over a rows x heads matrix a projection wrote, every row decayed by the same per-head bias and rate:
+// one item per tile, the bias and rate tiles of its columns read down every row (a broadcast is a missing term,
+// not an operator).
+absl::StatusOr<Composition> DenseDecay(const std::vector<OperandRef>& ops, const std::string& out, int64_t rows,
+                                       int64_t n, const Target& target) {
+  const int64_t heads = n / rows;
+  if (rows * heads != n || heads == 0) return NotLowered("a block decay whose rows do not divide its elements");
+  const int64_t tr = target.tile_rows();
+  const int64_t tw = target.tile_cols();
+  const int64_t rows_t = CeilDiv(rows, tr);
+  const int64_t cols_t = CeilDiv(heads, tw);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("decay rows = ", rows, ", n = ", n), CheckedMul(rows_t, cols_t)));
+  ASSIGN_OR_RETURN(Precision dt, ElemPrecision(target));
+  Template t(tr, tw);
+  ASSIGN_OR_RETURN(TensorInit ar_init, InitOf(ops[0].fill, n));
+  ASSIGN_OR_RETURN(TensorInit bias_init, InitOf(ops[1].fill, heads));
+  ASSIGN_OR_RETURN(TensorInit rate_init, InitOf(ops[2].fill, heads));
+  TensorId ar = t.AddTensor(ops[0].name, TensorRole::kInput, rows, heads, dt, std::move(ar_init));
+  TensorId bias = t.AddTensor(ops[1].name, TensorRole::kInput, 1, heads, dt, std::move(bias_init));
+  TensorId rate = t.AddTensor(ops[2].name, TensorRole::kInput, 1, heads, dt, std::move(rate_init));
+  TensorId out_t = t.AddTensor(out, TensorRole::kOutput, rows, heads, dt, TensorInit::Zero());
+  BufferId ar_in = t.AddBuffer("in_ar", 1, dt);
+  BufferId bias_in = t.AddBuffer("in_bias", 1, dt);
+  BufferId rate_in = t.AddBuffer("in_rate", 1, dt);
+  BufferId out_buf = t.AddBuffer("out", 1, dt);
+  const std::vector<Term> grid = TileGridSteps(cols_t);
+  StageId l_ar = t.AddLoadBlockAt("load_ar", ar, 0, grid, 1, 1, cols_t, ar_in);
+  StageId l_bias = t.AddLoadBlockAt("load_bias", bias, 0, {{LoopVar::kItemX, 1}}, 1, 1, 1, bias_in);
+  StageId l_rate = t.AddLoadBlockAt("load_rate", rate, 0, {{LoopVar::kItemX, 1}}, 1, 1, 1, rate_in);
+  const ElemAccess down_rows = PerColMap();
+  StageId s = t.AddGeneric("decay", TileSpace(tr, tw), {ar_in, bias_in, rate_in}, {IdentMap(tw), down_rows, down_rows},
+                           IdentMap(tw), DecayExpr(Op(0), Op(1), Op(2)), out_buf);
+  StageId st = t.AddStoreBlock("store_decay", out_t, 0, grid, 1, 1, cols_t, out_buf);
+  t.AddEdge(l_ar, ar_in, s);
+  t.AddEdge(l_bias, bias_in, s);
+  t.AddEdge(l_rate, rate_in, s);
+  t.AddEdge(s, out_buf, st);
+  // The seed's tile_row_plan(1, 1, dt) over the rows_t x cols_t grid.
+  t.SetPlan(BlockPlan{1, 1, rows_t, cols_t, 1, 1, 1, 1, 1, false});
+  return FinishSection(t, absl::StrCat("decay_", rows, "x", heads), ItemsPerTileGrid(rows_t, cols_t), AccFor(dt),
+                       ApproxIn("decay", dt), target);
+}
+
+}  // namespace
+
+absl::StatusOr<Composition> FromDecay(const proto::OpSpec& spec, const Target& target) {
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "decay", 3));
+  const auto& d = spec.decay();
+  RETURN_IF_ERROR(CheckElements("decay", "n", d.n()));
+  if (d.rows() < 0) return absl::InvalidArgumentError(absl::StrCat("decay.rows is negative (", d.rows(), ")"));
+  if (d.rows() > 1) return DenseDecay(ops, spec.out(), d.rows(), d.n(), target);
+  return FlatDecay(ops, spec.out(), d.n(), target);
+}
+
+}  // namespace spatial

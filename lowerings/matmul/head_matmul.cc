@@ -1,0 +1,132 @@
+#include "lowerings/matmul/head_matmul.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/flat_build.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "lowerings/toolkit/tables_rows_common.h"
+#include "spatial/builder.h"
+#include "spatial/maps.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+namespace {
+
+// Y = X matmul W for one row at whole-tile widths: item (h, o) is output tile o of head h,
+// sum_e X[h*a + e] * W[h*a + e, o*TC + c] -- head h's a/TC input tiles against the a/TC x 1 tile column o of its rows
+// of W. Only the head's rows of one tile column move an item, so W is never on chip whole.
+absl::StatusOr<Composition> TileHeadMatmul(const proto::HeadMatmulSpec& spec, const std::vector<OperandRef>& ops,
+                                           const std::string& out_name, const Target& target) {
+  const int64_t heads = spec.heads();
+  const int64_t a = spec.a();
+  const int64_t bw = spec.b();
+  const int64_t tr = target.tile_rows();
+  const int64_t tw = target.tile_cols();
+  if (tr != tw) {
+    return NotLowered(
+        "a per-head matmul in tiles on a tile that is not square — a weight tile's rows are the input's elements");
+  }
+  const int64_t a_t = a / tw;
+  const int64_t b_t = bw / tw;
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head matmul of ", heads, " heads of ", a, " x ", bw),
+                                 CheckedMul(heads, b_t)));
+  ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
+  Template t(tr, tw);
+  TensorId scaler = OnesTile(t, "hm_scaler", p);
+  ASSIGN_OR_RETURN(const int64_t x_elems, CheckedElements("head_matmul heads x a", heads, a));
+  ASSIGN_OR_RETURN(const int64_t w_elems, CheckedElements("head_matmul heads x a x b", x_elems, bw));
+  ASSIGN_OR_RETURN(TensorInit x_init, InitOf(ops[0].fill, x_elems));
+  ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, w_elems));
+  TensorId x = t.AddTensor(ops[0].name, TensorRole::kInput, 1, heads * a, p, std::move(x_init));
+  TensorId w = t.AddTensor(ops[1].name, TensorRole::kParam, heads * a, bw, p, std::move(w_init));
+  TensorId y = t.AddTensor(out_name, TensorRole::kOutput, 1, heads * bw, p, TensorInit::Zero());
+  BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, p);
+  BufferId x_in = t.AddBuffer("in_x", a_t, p);
+  BufferId w_in = t.AddBuffer("in_w", a_t, p);
+  BufferId out = t.AddBuffer("out", 1, p);
+  StageId l_sc = t.AddLoadBlockAt("load_scaler", scaler, 0, {}, 1, 1, 1, sc_in);
+  StageId l_x = t.AddLoadBlockAt("load_x", x, 0, {{LoopVar::kItemY, a_t}}, 1, a_t, heads * a_t, x_in);
+  StageId l_w = t.AddLoadBlockAt("load_w", w, 0, {{LoopVar::kItemY, a_t * b_t}, {LoopVar::kItemX, 1}}, a_t, 1, b_t,
+                                 w_in);
+  // ★ A PAGE IS ONE PLANE OF ITS TILES SIDE BY SIDE, so the weight's a/TC stacked tiles lie as tile k at columns
+  // [TC*k, TC*(k+1)): input e = TC*k + r, output c is at row r, column TC*k + c, and the input row's e at column
+  // TC*k + r of row 0. The fold runs over both: the tile's rows r and the tiles k.
+  std::vector<IterSpec> iters{{LoopVar::kRow, tr, IterKind::kReduceSum},
+                              {LoopVar::kCol, tw, IterKind::kParallel},
+                              {LoopVar::kK, a_t, IterKind::kReduceSum}};
+  std::vector<ElemAccess> maps{
+      ElemAccess{0, {{LoopVar::kRow, a_t * tw}, {LoopVar::kK, tw}, {LoopVar::kCol, 1}}, std::nullopt},
+      ElemAccess{0, {{LoopVar::kK, tw}, {LoopVar::kRow, 1}}, std::nullopt}, ConstMap()};
+  StageId s = t.AddGeneric("head_dot", std::move(iters), {w_in, x_in, sc_in}, std::move(maps), PerColMap(),
+                           Mul(Op(0), Op(1)), out);
+  StageId st = t.AddStoreBlock(absl::StrCat("store_", out_name), y, 0, {{LoopVar::kItemY, b_t}, {LoopVar::kItemX, 1}},
+                               1, 1, heads * b_t, out);
+  t.AddEdge(l_w, w_in, s);
+  t.AddEdge(l_x, x_in, s);
+  t.AddEdge(l_sc, sc_in, s);
+  t.AddEdge(s, out, st);
+  ASSIGN_OR_RETURN(Composition c,
+                   FinishSection(t, absl::StrCat("head_matmul_1x", heads, "x", a, "x", bw, "_tiled"),
+                                 GroupedBlockItems(heads, b_t, 1), Precision::kFp32,
+                                 ApproxIn("per-head matmul", p), target));
+  if (SiteFootprint(c.sections[0], target) > target.max_local_mem_bytes()) {
+    return NotLowered("a per-head matmul whose head's inputs and weight column do not fit a site");
+  }
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<Composition> FromHeadMatmul(const proto::OpSpec& spec, const Target& target) {
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "head_matmul", 2));
+  const auto& hm = spec.head_matmul();
+  if (hm.m() < 0 || hm.heads() < 0 || hm.a() < 0 || hm.b() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("head_matmul has a negative field (m ", hm.m(), ", heads ",
+                                                   hm.heads(), ", a ", hm.a(), ", b ", hm.b(), ")"));
+  }
+  const int64_t m = hm.m();
+  const int64_t heads = hm.heads();
+  const int64_t a = hm.a();
+  const int64_t bw = hm.b();
+  ASSIGN_OR_RETURN(const int64_t units, CheckedElements("head_matmul m x heads", m, heads));
+  ASSIGN_OR_RETURN(const int64_t n, CheckedElements("head_matmul m x heads x b", units, bw));
+  if (n == 0 || a == 0) return NotLowered("a per-head matmul of nothing");
+  RETURN_IF_ERROR(RequireFp32Accumulator("a per-head matmul", target));
+  // The seed picks the tiled form before it checks the tile is square: a non-square tile refuses, it does not fall
+  // back to the flat form (guide seed002-A §6).
+  if (m == 1 && WholeTiles({a, bw}, target)) return TileHeadMatmul(hm, ops, spec.out(), target);
+  // One band (two input slots) per unit, unrolled into one Generic.
+  RETURN_IF_ERROR(
+      UnrollBudget(absl::StrCat("a per-head matmul of ", m, " x ", heads, " heads of ", a, " x ", bw), "bands", units));
+  ASSIGN_OR_RETURN(FlatBuild f, FlatBuild::On(Datapath::kFloat, target));
+  Template& t = f.t();
+  ASSIGN_OR_RETURN(BufferId x, f.Input(ops[0].name, units * a, ops[0].fill));
+  ASSIGN_OR_RETURN(BufferId w, f.Input(ops[1].name, heads * a * bw, ops[1].fill));
+  const int64_t cols_t = TilesOf(n, target);
+  BufferId out_buf = t.AddBuffer("out", cols_t, f.precision());
+  TensorId ones = OnesTile(t, "hm_scaler", f.precision());
+  BufferId ones_in = t.AddBuffer("in_scaler", 1, f.precision());
+  f.AddLoadToWire(t.AddLoad("load_scaler", ones, {}, 1, ones_in), ones_in);
+  // The folded axis is the ROW: e over a head's a inputs. The scaler (slot 0) is the reduce engine's operand, not
+  // the body's.
+  std::vector<IterSpec> iters{{LoopVar::kRow, a, IterKind::kReduceSum}, {LoopVar::kCol, n, IterKind::kParallel}};
+  std::vector<Slot> slots{Slot{ones_in, ConstMap()}};
+  std::vector<std::pair<int64_t, Body>> bands;
+  for (int64_t u = 0; u < units; ++u) {
+    const int64_t h = u % heads;
+    slots.push_back(Slot{x, ElemAccess{u * a, {{LoopVar::kRow, 1}}, std::nullopt}});
+    const int x_slot = static_cast<int>(slots.size()) - 1;
+    slots.push_back(Slot{w, ElemAccess{h * a * bw - u * bw, {{LoopVar::kRow, bw}, {LoopVar::kCol, 1}}, std::nullopt}});
+    const int w_slot = static_cast<int>(slots.size()) - 1;
+    bands.push_back({(u + 1) * bw, Mul(Op(x_slot), Op(w_slot))});
+  }
+  StageId s = f.Compute("head_matmul", std::move(iters), std::move(slots), PerColMap(), Banded(bands), out_buf);
+  return FitSite(f.Finish(spec.out(), n, {s}, out_buf, absl::StrCat("head_matmul_", m, "x", heads, "x", a, "x", bw),
+                          ApproxIn("per-head matmul", f.precision())),
+                 "per-head matmul", target);
+}
+
+}  // namespace spatial

@@ -1,0 +1,27 @@
+// The per-head matmul (seed 002, original lines 1464-1532 and 1717-1785): Y = X matmul W across H heads, the
+// weighted-sum shape of a latent attention's per-head projections. Unit u (row u / H, head h = u mod H) owns output
+// columns [u*b, (u+1)*b): Y[u*b + r] = sum_e X[u*a + e] * W[(h*a + e)*b + r].
+#ifndef LOWERINGS_MATMUL_HEAD_MATMUL_H_
+#define LOWERINGS_MATMUL_HEAD_MATMUL_H_
+
+#include "absl/status/statusor.h"
+#include "proto/op.pb.h"
+#include "spatial/program.h"
+#include "targets/target.h"
+
+namespace spatial {
+
+// Operands [X (1 x m*heads*a), W (heads*a x b)].
+// m == 1 at whole-tile a and b: ★ A PER-HEAD PRODUCT IS A PER-HEAD GEMV -- item (h, o) is output tile o of head h,
+// the head's a/TC input tiles against the a/TC x 1 tile column o of its rows of W, which is a Param (the weights the
+// lowering embeds, declared as the (heads*a) x b matrix it is, so W is never on chip whole). Needs a square tile
+// (a weight tile's rows are the input's elements) and a site that holds the head's inputs and weight column.
+// Section "head_matmul_1x{heads}x{a}x{b}_tiled".
+// Otherwise the flat form: X and W (an Input, flat 1 x heads*a*b) loaded whole, one Generic folding ROW over a
+// head's a inputs, one band per unit; no blocking. Section "head_matmul_{m}x{heads}x{a}x{b}".
+// Claim "per-head matmul in {elem}".
+absl::StatusOr<Composition> FromHeadMatmul(const proto::OpSpec& spec, const Target& target);
+
+}  // namespace spatial
+
+#endif  // LOWERINGS_MATMUL_HEAD_MATMUL_H_

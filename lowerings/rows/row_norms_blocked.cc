@@ -1,0 +1,358 @@
+#include "lowerings/rows/row_norms_blocked.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/elementwise/elementwise.h"
+#include "lowerings/matmul/matmul.h"
+#include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "lowerings/toolkit/tables_rows_common.h"
+#include "spatial/builder.h"
+#include "spatial/maps.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+namespace {
+
+// One work item per head h: coord (0, h), rect (0, h*band_t, 1, band_t).
+std::vector<WorkItem> HeadItems(int64_t rows, int64_t band_t) {
+  std::vector<WorkItem> items;
+  for (int64_t h = 0; h < rows; ++h) items.push_back(WorkItem{h, 0, h, TileRect{0, h * band_t, 1, band_t}});
+  return items;
+}
+
+// The per-head forms address head h at tile h * cols / TC, and compute one head in one accumulator page.
+absl::Status CheckHeadIsItem(const std::string& what, int64_t cols, const Target& target) {
+  if (cols % target.tile_cols() != 0) {
+    return NotLowered(absl::StrCat("a ", what, " per head whose heads of ", cols, " are not whole tiles of ",
+                                   target.tile_cols()));
+  }
+  if (RowNeedsBlocking(cols, target)) {
+    return NotLowered(absl::StrCat("a ", what, " per head whose heads of ", cols,
+                                   " are wider than the accumulator holds"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// ★ L2NORM REDUCES PER HEAD, SO IT BLOCKS PER HEAD. The flat form keeps all rows*cols elements resident -- correct,
+// and impossible once the flat row is 64 tiles. But the REDUCTION was never over the flat row: each head folds only
+// its own cols elements. So the item becomes the HEAD: it loads one band, folds it, takes the reciprocal root and
+// rescales it. No banded map is needed at all, because a band is no longer a region inside a bigger page.
+absl::StatusOr<Composition> BlockedL2Norm(const proto::OpSpec& spec, const Target& target) {
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "l2norm", 1));
+  const auto& l2 = spec.l2norm();
+  RETURN_IF_ERROR(CheckElements("l2norm", "rows", l2.rows()));
+  RETURN_IF_ERROR(CheckElements("l2norm", "cols", l2.cols()));
+  ASSIGN_OR_RETURN(int64_t eps, EpsNano("l2norm", l2.eps()));
+  RETURN_IF_ERROR(RequireFp32Accumulator("an l2 normalization", target));
+  const int64_t rows = l2.rows();
+  const int64_t cols = l2.cols();
+  RETURN_IF_ERROR(CheckHeadIsItem("l2norm", cols, target));
+  const int64_t n = rows * cols;
+  ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
+  const int64_t band_t = TilesOf(cols, target);
+  Template t(target.tile_rows(), target.tile_cols());
+  ASSIGN_OR_RETURN(TensorInit init, InitOf(ops[0].fill, n));
+  TensorId xt = t.AddTensor(ops[0].name, TensorRole::kInput, 1, n, p, std::move(init));
+  TensorId yt = t.AddTensor(spec.out(), TensorRole::kOutput, 1, n, p, TensorInit::Zero());
+  const Precision acc = Precision::kFp32;
+  BufferId xin = t.AddBuffer("in_x", band_t, p);
+  TensorId ones_t = OnesTile(t, absl::StrCat(spec.out(), "__ones"), p);
+  BufferId ones_in = t.AddBuffer("in_ones", 1, p);
+  BufferId sq = t.AddScratch("band_sq", band_t, acc);
+  BufferId ssq = t.AddScratch("band_ssq", 1, acc);
+  BufferId inv = t.AddScratch("band_inv", 1, acc);
+  BufferId ob = t.AddBuffer("out", band_t, p);
+  // The band this item owns: band_t tiles starting at item h.
+  const std::vector<Term> step{{LoopVar::kItemX, band_t}};
+  StageId lx = t.AddLoad("load_band", xt, step, band_t, xin);
+  StageId lo = t.AddLoad("load_ones", ones_t, {}, 1, ones_in);
+  const int64_t w = t.PageWidth(band_t);
+  const int64_t one = t.PageWidth(1);
+  // ★ THE BAND IS ONE HEAD, SO THE 2-D VIEW HAS EXACTLY ONE ROW. Reducing with a full-tile space instead would fold
+  // the tile's rows where the band has one, summing the padding rows into the norm.
+  StageId s_sq = t.AddGeneric("square", HeadSpace(1, cols), {xin, xin}, {Map2(0, cols, 1), Map2(0, cols, 1)},
+                              IdentMap(w), Mul(Op(0), Op(1)), sq);
+  StageId s_sum = t.AddGeneric("band_sum", HeadSpace(1, cols, IterKind::kReduceSum), {sq, ones_in},
+                               {Map2(0, w, 1), ConstMap()}, PerRowMap(one), Op(0), ssq);
+  StageId s_inv = t.AddGeneric("band_rsqrt", HeadSpace(1, target.tile_cols()), {ssq}, {PerRowMap(one)},
+                               PerRowMap(one), Unary(SfpuKind::Rsqrt(eps, 1), Op(0)), inv);
+  StageId s_out = t.AddGeneric("rescale", HeadSpace(1, cols), {xin, inv}, {Map2(0, cols, 1), Fixed(0)}, IdentMap(w),
+                               Mul(Op(0), Op(1)), ob);
+  StageId st = t.AddStore(absl::StrCat("store_", spec.out()), yt, step, band_t, ob);
+  t.AddEdge(lx, xin, s_sq);
+  t.AddEdge(lo, ones_in, s_sum);
+  t.AddEdge(s_sq, sq, s_sum);
+  t.AddEdge(s_sum, ssq, s_inv);
+  t.AddEdge(s_inv, inv, s_out);
+  t.AddEdge(s_out, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("an l2norm of ", rows, " heads of ", cols), rows));
+  return FinishSection(t, absl::StrCat("l2norm_", rows, "x", cols), HeadItems(rows, band_t), acc,
+                       ApproxIn("per-head l2 normalization", p), target);
+}
+
+// The flat twin with the HEAD as the work item: y[h, i] = x[h, i] * w[i] * rsqrt(mean_i x[h, i]^2 + eps). The
+// weight is a per-COLUMN table shared by every head, so its tile address does not move with the item.
+absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Target& target) {
+  const auto& fr = spec.fused_row();
+  if (fr.reduce() != proto::FusedRowSpec::RMS_NORM || fr.residual() || fr.bias()) {
+    return NotLowered("a per-head rmsnorm with a residual, a bias or another reduction");
+  }
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "fused_row", fr.weight() ? 2 : 1));
+  RETURN_IF_ERROR(CheckElements("fused_row", "rows", fr.rows()));
+  RETURN_IF_ERROR(CheckElements("fused_row", "cols", fr.cols()));
+  ASSIGN_OR_RETURN(int64_t eps, EpsNano("fused_row", fr.eps()));
+  RETURN_IF_ERROR(RequireFp32Accumulator("a row reduction", target));
+  const int64_t rows = fr.rows();
+  const int64_t cols = fr.cols();
+  RETURN_IF_ERROR(CheckHeadIsItem("rmsnorm", cols, target));
+  const int64_t n = rows * cols;
+  const int64_t head_t = TilesOf(cols, target);
+  ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
+  const Precision acc = Precision::kFp32;
+  Template t(target.tile_rows(), target.tile_cols());
+  ASSIGN_OR_RETURN(TensorInit init, InitOf(ops[0].fill, n));
+  TensorId xt = t.AddTensor(ops[0].name, TensorRole::kInput, 1, n, p, std::move(init));
+  TensorId yt = t.AddTensor(spec.out(), TensorRole::kOutput, 1, n, p, TensorInit::Zero());
+  TensorId ones = t.AddTensor(absl::StrCat(spec.out(), "__rms_scaler"), TensorRole::kParam, target.tile_rows(),
+                              target.tile_cols(), p, TensorInit::ConstF(1.0));
+  // One head an item, each page filled once: one page of everything.
+  BufferId xin = t.AddBufferDeep("in_x", 1, head_t, p);
+  BufferId oin = t.AddBufferDeep("in_scaler", 1, 1, p);
+  BufferId sq = t.AddScratchDeep("head_sq", 1, head_t, acc);
+  BufferId ssq = t.AddScratchDeep("head_ssq", 1, 1, acc);
+  BufferId inv = t.AddScratchDeep("head_inv", 1, 1, acc);
+  BufferId ob = t.AddBufferDeep("out", 1, head_t, p);
+  const std::vector<Term> step{{LoopVar::kItemX, head_t}};
+  StageId lx = t.AddLoadBlockAt("load_head", xt, 0, step, 1, head_t, head_t, xin);
+  StageId lo = t.AddLoadBlockAt("load_scaler", ones, 0, {}, 1, 1, 1, oin);
+  const int64_t w = t.PageWidth(head_t);
+  const int64_t one = t.PageWidth(1);
+  StageId s_sq = t.AddGeneric("square", HeadSpace(1, cols), {xin, xin}, {Map2(0, cols, 1), Map2(0, cols, 1)},
+                              IdentMap(w), Mul(Op(0), Op(1)), sq);
+  StageId s_sum = t.AddGeneric("head_sum", HeadSpace(1, cols, IterKind::kReduceSum), {sq, oin},
+                               {Map2(0, w, 1), ConstMap()}, PerRowMap(one), Op(0), ssq);
+  // `over: cols` -- the divide by the head width happens ONCE, inside the transform, the arrangement from_fused_row
+  // documents and measured a bf16 ulp on when it did not.
+  StageId s_inv = t.AddGeneric("head_rsqrt", HeadSpace(1, target.tile_cols()), {ssq}, {PerRowMap(one)},
+                               PerRowMap(one), Unary(SfpuKind::Rsqrt(eps, cols), Op(0)), inv);
+  std::optional<std::pair<StageId, BufferId>> weight;
+  if (fr.weight()) {
+    ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, cols));
+    TensorId wt = t.AddTensor(ops[1].name, TensorRole::kParam, 1, cols, p, std::move(w_init));
+    BufferId b = t.AddBufferDeep("in_w", 1, head_t, p);
+    weight = {t.AddLoadBlockAt("load_w", wt, 0, {}, 1, head_t, head_t, b), b};
+  }
+  std::vector<BufferId> ins{xin, inv};
+  std::vector<ElemAccess> maps{Map2(0, cols, 1), Fixed(0)};
+  Body body = Mul(Op(0), Op(1));
+  if (weight) {
+    ins.push_back(weight->second);
+    maps.push_back(Map2(0, cols, 1));
+    body = Mul(body, Op(2));
+  }
+  StageId s_out =
+      t.AddGeneric("rescale", HeadSpace(1, cols), std::move(ins), std::move(maps), IdentMap(w), body, ob);
+  StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out()), yt, 0, step, 1, head_t, head_t, ob);
+  t.AddEdge(lx, xin, s_sq);
+  t.AddEdge(lo, oin, s_sum);
+  t.AddEdge(s_sq, sq, s_sum);
+  t.AddEdge(s_sum, ssq, s_inv);
+  t.AddEdge(s_inv, inv, s_out);
+  if (weight) t.AddEdge(weight->first, weight->second, s_out);
+  t.AddEdge(s_out, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head rmsnorm of ", rows, " heads of ", cols), rows));
+  return FinishSection(t, absl::StrCat("rmsnorm_heads_", rows, "x", cols), HeadItems(rows, head_t), acc,
+                       ApproxIn("per-head rmsnorm", p), target);
+}
+
+namespace {
+
+// A pointwise map of two equal-shaped tensors -- the fused residual add -- one item per tile: of a 1 x n row
+// (the seed's blocked_binary_map, "{name}_{n}") or of a rows x cols matrix (matrix_binary_map,
+// "{name}_{rows}x{cols}").
+absl::StatusOr<Section> BinaryMap(const std::string& name, const std::string& kind, const Body& body,
+                                  const OperandRef& a, const OperandRef& b, const std::string& out, int64_t rows,
+                                  int64_t cols, Precision p, const Target& target) {
+  Template t(target.tile_rows(), target.tile_cols());
+  ASSIGN_OR_RETURN(TensorInit a_init, InitOf(a.fill, rows * cols));
+  ASSIGN_OR_RETURN(TensorInit b_init, InitOf(b.fill, rows * cols));
+  TensorId at = t.AddTensor(a.name, TensorRole::kInput, rows, cols, p, std::move(a_init));
+  TensorId bt = t.AddTensor(b.name, TensorRole::kInput, rows, cols, p, std::move(b_init));
+  TensorId yt = t.AddTensor(out, TensorRole::kOutput, rows, cols, p, TensorInit::Zero());
+  const int64_t rows_t = CeilDiv(rows, target.tile_rows());
+  const int64_t cols_t = CeilDiv(cols, target.tile_cols());
+  const bool matrix = rows > 1;
+  const std::vector<Term> steps =
+      matrix ? TileGridSteps(cols_t) : std::vector<Term>{{LoopVar::kItemX, 1}};
+  BufferId ain = t.AddBuffer("in_a", 1, p);
+  BufferId bin = t.AddBuffer("in_b", 1, p);
+  BufferId ob = t.AddBuffer("out", 1, p);
+  StageId la = t.AddLoad("load_a", at, steps, 1, ain);
+  StageId lb = t.AddLoad("load_b", bt, steps, 1, bin);
+  const int64_t w = target.tile_cols();
+  // A matrix tile has TR data rows; a flat row's tile has one.
+  StageId s = t.AddGeneric(kind, matrix ? TileSpace(target.tile_rows(), w) : FlatSpace(w), {ain, bin},
+                           {IdentMap(w), IdentMap(w)}, IdentMap(w), body, ob);
+  StageId st = t.AddStore(absl::StrCat("store_", out), yt, steps, 1, ob);
+  t.AddEdge(la, ain, s);
+  t.AddEdge(lb, bin, s);
+  t.AddEdge(s, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(name, " of ", rows, " x ", cols),
+                                 matrix ? CheckedMul(rows_t, cols_t) : std::optional<int64_t>(cols_t)));
+  ASSIGN_OR_RETURN(Composition c,
+                   FinishSection(t, matrix ? absl::StrCat(name, "_", rows, "x", cols) : absl::StrCat(name, "_", cols),
+                                 matrix ? ItemsPerTileGrid(rows_t, cols_t) : ItemsPerTile(cols_t), Precision::kFp32,
+                                 ApproxIn(kind, p), target));
+  return std::move(c.sections[0]);
+}
+
+// y[r][c] = x[r][c] * w[c] * inv[r], one item per tile: of a 1 x n row with inv a single element read through a
+// fixed map so the same scalar reaches every block (the seed's rescale_row, "rmsnorm_rescale_{n}"), or of a rows x n
+// matrix with the weight's tile broadcast down the tile's rows and the item's tile of the rows x 1 scale broadcast
+// along them (rescale_rows, "rmsnorm_rescale_{rows}x{n}").
+absl::StatusOr<Section> Rescale(const OperandRef& x, const std::optional<OperandRef>& weight, const std::string& inv,
+                                const std::string& y, int64_t rows, int64_t n, Precision p, const Target& target) {
+  const bool matrix = rows > 1;
+  const int64_t rows_t = CeilDiv(rows, target.tile_rows());
+  const int64_t cols_t = CeilDiv(n, target.tile_cols());
+  const std::vector<Term> steps = matrix ? TileGridSteps(cols_t) : std::vector<Term>{{LoopVar::kItemX, 1}};
+  Template t(target.tile_rows(), target.tile_cols());
+  ASSIGN_OR_RETURN(TensorInit x_init, InitOf(x.fill, rows * n));
+  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, rows, n, p, std::move(x_init));
+  TensorId it = t.AddTensor(inv, TensorRole::kInput, rows, 1, p, TensorInit::External());
+  TensorId yt = t.AddTensor(y, TensorRole::kOutput, rows, n, p, TensorInit::Zero());
+  BufferId xin = t.AddBuffer("in_x", 1, p);
+  BufferId iin = t.AddBuffer("in_inv", 1, p);
+  BufferId ob = t.AddBuffer("out", 1, p);
+  StageId lx = t.AddLoad("load_x", xt, steps, 1, xin);
+  // The scale column is one tile wide: an item reads the tile of its own rows.
+  std::vector<Term> row_steps;
+  if (matrix && rows_t > 1) row_steps.push_back({LoopVar::kItemY, 1});
+  StageId li = t.AddLoad("load_inv", it, row_steps, 1, iin);
+  const int64_t w = target.tile_cols();
+  std::vector<BufferId> ins{xin};
+  std::vector<ElemAccess> maps{IdentMap(w)};
+  Body body = Op(0);
+  std::optional<std::pair<StageId, BufferId>> wl;
+  if (weight) {
+    ASSIGN_OR_RETURN(TensorInit w_init, InitOf(weight->fill, n));
+    TensorId wt = t.AddTensor(weight->name, TensorRole::kParam, 1, n, p, std::move(w_init));
+    BufferId b = t.AddBuffer("in_w", 1, p);
+    wl = {t.AddLoad("load_w", wt, {{LoopVar::kItemX, 1}}, 1, b), b};
+    ins.push_back(b);
+    maps.push_back(matrix ? PerColMap() : IdentMap(w));
+    body = Mul(body, Op(static_cast<int>(ins.size()) - 1));
+  }
+  ins.push_back(iin);
+  maps.push_back(matrix ? PerRowMap(w) : Fixed(0));
+  body = Mul(body, Op(static_cast<int>(ins.size()) - 1));
+  StageId s = t.AddGeneric("rescale", matrix ? TileSpace(target.tile_rows(), w) : FlatSpace(w), std::move(ins),
+                           std::move(maps), IdentMap(w), body, ob);
+  StageId st = t.AddStore(absl::StrCat("store_", y), yt, steps, 1, ob);
+  t.AddEdge(lx, xin, s);
+  if (wl) t.AddEdge(wl->first, wl->second, s);
+  t.AddEdge(li, iin, s);
+  t.AddEdge(s, ob, st);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("an rmsnorm rescale of ", rows, " x ", n),
+                                 matrix ? CheckedMul(rows_t, cols_t) : std::optional<int64_t>(cols_t)));
+  ASSIGN_OR_RETURN(Composition c,
+                   FinishSection(t, matrix ? absl::StrCat("rmsnorm_rescale_", rows, "x", n)
+                                           : absl::StrCat("rmsnorm_rescale_", n),
+                                 matrix ? ItemsPerTileGrid(rows_t, cols_t) : ItemsPerTile(cols_t), Precision::kFp32,
+                                 ApproxIn("rmsnorm", p), target));
+  return std::move(c.sections[0]);
+}
+
+}  // namespace
+
+// ★ THE NUMERICS ARE THE ONES THE FUSED FORM ALREADY EARNED. The scale is applied ONCE, at step 4, and the division
+// by n rides inside Rsqrt{over} rather than being smeared across the reduction's terms. The accumulation path stays
+// at the accumulator's width; only the sections' outputs round.
+absl::StatusOr<Composition> BlockedRmsNorm(const proto::OpSpec& spec, const Target& target) {
+  const auto& fr = spec.fused_row();
+  if (fr.reduce() != proto::FusedRowSpec::RMS_NORM) {
+    return NotLowered("a blocked softmax or layernorm row op — only rmsnorm streams today");
+  }
+  if (fr.bias()) return NotLowered("a blocked rmsnorm with a bias term");
+  const int64_t rows = fr.rows();
+  const int64_t n = fr.cols();
+  if (rows == 0) return NotLowered("a blocked rmsnorm over no rows");
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops,
+                   OperandsOf(spec, "fused_row", 1 + static_cast<int>(fr.weight()) + static_cast<int>(fr.residual())));
+  if (rows < 0) return absl::InvalidArgumentError(absl::StrCat("fused_row.rows is negative (", rows, ")"));
+  RETURN_IF_ERROR(CheckElements("fused_row", "cols", n));
+  ASSIGN_OR_RETURN(int64_t eps, EpsNano("fused_row", fr.eps()));
+  RETURN_IF_ERROR(RequireFp32Accumulator("a row reduction", target));
+  ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
+  // The squares one section writes are the matrix operand the next reads: one tensor, so one datatype.
+  if (target.matrix_in() != p) {
+    return MissingPrecision(absl::StrCat("a matrix engine taking ", std::string(PrecisionName(p)),
+                                         " for a streamed rmsnorm's sum of squares"),
+                            target);
+  }
+  // The spec's operand order is [x, weight?, residual?, bias?].
+  size_t rest = 1;
+  std::optional<OperandRef> weight;
+  std::optional<OperandRef> residual;
+  if (fr.weight()) weight = ops[rest++];
+  if (fr.residual()) residual = ops[rest++];
+  const std::string& y = spec.out();
+  const std::string sq_name = absl::StrCat(y, "__xsq");
+  const std::string ssq_name = absl::StrCat(y, "__ssq");
+  const std::string inv_name = absl::StrCat(y, "__inv");
+  const std::string ones_name = absl::StrCat(y, "__ones");
+  // ★ AND WITH ITS REAL FILL. x is read by two sections (the squares and the rescale) and stored by neither, so it
+  // keeps the fill the source gave it; a fused residual add's result IS produced by a section and has none.
+  const OperandRef base = residual ? OperandRef{absl::StrCat(y, "__xr"), proto::Fill()} : ops[0];
+
+  Composition out;
+  out.name = absl::StrCat("rmsnorm_blocked_", rows, "x", n);
+  out.target = target.name();
+  out.tile_rows = target.tile_rows();
+  out.tile_cols = target.tile_cols();
+  if (residual) {
+    ASSIGN_OR_RETURN(Section xr, BinaryMap("xr", "add", Add(Op(0), Op(1)), ops[0], *residual, base.name, rows, n, p,
+                                           target));
+    out.sections.push_back(std::move(xr));
+  }
+  // 1. the squares
+  ASSIGN_OR_RETURN(Composition xsq,
+                   UnaryMap("xsq", "square", Datapath::kFloat, Mul(Op(0), Op(0)), base, sq_name, rows, n, target));
+  out.sections.push_back(std::move(xsq.sections[0]));
+  // 2. the sum, as the contraction it is: [rows x n] * [n x 1] against a Param of ones.
+  proto::OpSpec mm;
+  mm.set_out(ssq_name);
+  mm.add_operands()->set_name(sq_name);
+  proto::Operand* ones = mm.add_operands();
+  ones->set_name(ones_name);
+  ones->mutable_fill()->set_const_f(1.0);
+  mm.mutable_matmul()->set_m(rows);
+  mm.mutable_matmul()->set_k(n);
+  mm.mutable_matmul()->set_n(1);
+  ASSIGN_OR_RETURN(Composition ssq, FromMatmul(mm, target));
+  Section& sum = ssq.sections[0];
+  // The ones are a compile-time constant the lowering embeds, not an operand a run is given.
+  for (Tensor& tensor : sum.tensors) {
+    if (tensor.name == ones_name) tensor.role = TensorRole::kParam;
+  }
+  out.sections.push_back(std::move(sum));
+  // 3. the scale, computed once per row
+  ASSIGN_OR_RETURN(Composition scale,
+                   UnaryMap("rms_scale", "rsqrt", Datapath::kFloat, Unary(SfpuKind::Rsqrt(eps, n), Op(0)),
+                            OperandRef{ssq_name, proto::Fill()}, inv_name, rows, 1, target));
+  out.sections.push_back(std::move(scale.sections[0]));
+  // 4. the rescale, with each row's scalar broadcast across every tile of its row
+  ASSIGN_OR_RETURN(Section rescale, Rescale(base, weight, inv_name, y, rows, n, p, target));
+  out.sections.push_back(std::move(rescale));
+  DeclareStateOrder(out);
+  return out;
+}
+
+}  // namespace spatial
