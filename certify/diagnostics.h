@@ -47,8 +47,8 @@ class DiagnosticSink {
   size_t dropped_ = 0;
 };
 
-// One MALFORMED (or `code`) diagnostic from a structural error message of the form
-// "[composition 'c' ][section 's' [(#i) ]][stage 'g' (#j) ]field: what".
+// One MALFORMED (or `code`) diagnostic from a structural error: the diagnostic it carries (validation and the
+// wire conversion type every failure, spatial/diagnostic_status.h), else its message whole.
 proto::Diagnostic DiagnosticFromStatus(std::string_view code, const absl::Status& status);
 
 }  // namespace spatial::certify

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "spatial/diagnostic_status.h"
 #include "spatial/proto_file.h"
 #include "spatial/status_macros.h"
 
@@ -29,11 +30,9 @@ namespace {
 // any int, which is why every read goes through here.
 
 template <typename E>
-absl::StatusOr<E> EnumFrom(int v, bool (*is_valid)(int), const std::string& where, std::string_view field) {
-  if (v == 0) return absl::InvalidArgumentError(absl::StrCat(where, std::string(field), ": UNSPECIFIED"));
-  if (!is_valid(v)) {
-    return absl::InvalidArgumentError(absl::StrCat(where, std::string(field), ": unknown value ", v));
-  }
+absl::StatusOr<E> EnumFrom(int v, bool (*is_valid)(int), const DiagWhere& where, std::string_view field) {
+  if (v == 0) return Malformed(where, field, "UNSPECIFIED");
+  if (!is_valid(v)) return Malformed(where, field, absl::StrCat("unknown value ", v));
   return static_cast<E>(v);
 }
 
@@ -49,7 +48,7 @@ void TermsToProto(const std::vector<Term>& terms, google::protobuf::RepeatedPtrF
 }
 
 absl::StatusOr<std::vector<Term>> TermsFromProto(const google::protobuf::RepeatedPtrField<proto::Term>& in,
-                                                 const std::string& where, std::string_view field) {
+                                                 const DiagWhere& where, std::string_view field) {
   std::vector<Term> terms;
   terms.reserve(in.size());
   for (int i = 0; i < in.size(); ++i) {
@@ -73,7 +72,7 @@ proto::ElemAccess ElemAccessToProto(const ElemAccess& m) {
   return p;
 }
 
-absl::StatusOr<ElemAccess> ElemAccessFromProto(const proto::ElemAccess& p, const std::string& where,
+absl::StatusOr<ElemAccess> ElemAccessFromProto(const proto::ElemAccess& p, const DiagWhere& where,
                                                const std::string& field) {
   ElemAccess m;
   m.base = p.base();
@@ -103,7 +102,7 @@ proto::AccessPattern PatternToProto(const AccessPattern& a) {
   return p;
 }
 
-absl::StatusOr<AccessPattern> PatternFromProto(const proto::AccessPattern& p, const std::string& where,
+absl::StatusOr<AccessPattern> PatternFromProto(const proto::AccessPattern& p, const DiagWhere& where,
                                                const std::string& field) {
   AccessPattern a;
   a.origin.base = p.origin().base();
@@ -160,7 +159,7 @@ void InitToProto(const TensorInit& init, proto::TensorInit* p) {
   }
 }
 
-absl::StatusOr<TensorInit> InitFromProto(const proto::TensorInit& p, const std::string& where) {
+absl::StatusOr<TensorInit> InitFromProto(const proto::TensorInit& p, const DiagWhere& where) {
   switch (p.kind_case()) {
     case proto::TensorInit::kZero: return TensorInit::Zero();
     case proto::TensorInit::kConstF: return TensorInit::ConstF(p.const_f());
@@ -171,8 +170,7 @@ absl::StatusOr<TensorInit> InitFromProto(const proto::TensorInit& p, const std::
     case proto::TensorInit::kExternal: return TensorInit::External();
     case proto::TensorInit::KIND_NOT_SET: break;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(where, "init: no kind (one of zero, const_f, values, float_values, external)"));
+  return Malformed(where, "init", "no kind (one of zero, const_f, values, float_values, external)");
 }
 
 // ── Stages ────────────────────────────────────────────────────────────────────────────────────────────────────
@@ -214,8 +212,8 @@ proto::Stage StageToProto(const Stage& s) {
   return p;
 }
 
-absl::StatusOr<Stage> StageFromProto(const proto::Stage& p, const std::string& section_where, int index) {
-  const std::string where = absl::StrCat(section_where, "stage '", p.name(), "' (#", index, ") ");
+absl::StatusOr<Stage> StageFromProto(const proto::Stage& p, const DiagWhere& section_where, int index) {
+  const DiagWhere where = section_where.Stage(p.name(), index);
   Stage s;
   s.name = p.name();
   ASSIGN_OR_RETURN(s.phase, EnumFrom<Phase>(p.phase(), proto::Phase_IsValid, where, "phase"));
@@ -258,9 +256,7 @@ absl::StatusOr<Stage> StageFromProto(const proto::Stage& p, const std::string& s
       }
       ASSIGN_OR_RETURN(g.out, ElemAccessFromProto(pg.out(), where, "out"));
       absl::StatusOr<Body> body = BodyFromProto(pg.body());
-      if (!body.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "body.", body.status().message()));
-      }
+      if (!body.ok()) return MalformedWithin(where, "body.", body.status());
       g.body = *std::move(body);
       s.op = std::move(g);
       break;
@@ -271,8 +267,7 @@ absl::StatusOr<Stage> StageFromProto(const proto::Stage& p, const std::string& s
       break;
     }
     case proto::Stage::KIND_NOT_SET:
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "stage has no kind (open algebra): one of load, store, generic, matmul must be set"));
+      return Malformed(where, "stage has no kind (open algebra)", "one of load, store, generic, matmul must be set");
   }
   return s;
 }
@@ -341,22 +336,22 @@ proto::TensorBody BodyToProto(const Body& b) {
 
 absl::StatusOr<Body> BodyFromProto(const proto::TensorBody& p) {
   const int n = p.nodes_size();
-  if (n == 0) return absl::InvalidArgumentError("nodes: empty body (the root is the last node)");
+  if (n == 0) return Malformed(DiagWhere{}, "nodes", "empty body (the root is the last node)");
   if (n > kMaxBodyNodes) {
-    return absl::InvalidArgumentError(absl::StrCat("nodes: ", n, " nodes; the limit is ", kMaxBodyNodes));
+    return Malformed(DiagWhere{}, "nodes", absl::StrCat(n, " nodes; the limit is ", kMaxBodyNodes));
   }
   std::vector<Body> built(n);
   std::vector<int64_t> depth(n, 1);
   std::vector<int64_t> expanded(n, 1);
   for (int i = 0; i < n; ++i) {
     const proto::BodyNode& pn = p.nodes(i);
-    const std::string where = absl::StrCat("nodes[", i, "] ");
+    const DiagWhere where = DiagWhere{}.Part(absl::StrCat("nodes[", i, "] "));
     BodyNode node;
     ASSIGN_OR_RETURN(node.op, EnumFrom<BodyOp>(pn.op(), proto::BodyNode::Op_IsValid, where, "op"));
     auto child = [&](int c, std::string_view field, Body* dst) -> absl::Status {
       if (c < 0 || c >= i) {
-        return absl::InvalidArgumentError(absl::StrCat(where, std::string(field), ": child index ", c,
-                                                       " must name an earlier node (0..", i - 1, ")"));
+        return Malformed(where, field,
+                         absl::StrCat("child index ", c, " must name an earlier node (0..", i - 1, ")"));
       }
       *dst = built[c];
       depth[i] = std::max(depth[i], depth[c] + 1);
@@ -392,18 +387,17 @@ absl::StatusOr<Body> BodyFromProto(const proto::TensorBody& p) {
         break;
       }
       default:
-        if (!IsBinary(node.op)) return absl::InternalError(absl::StrCat(where, "op: unhandled"));
+        if (!IsBinary(node.op)) return absl::InternalError(absl::StrCat(where.text, "op: unhandled"));
         RETURN_IF_ERROR(child(pn.a(), "a", &node.a));
         RETURN_IF_ERROR(child(pn.b(), "b", &node.b));
         break;
     }
     if (depth[i] > kMaxBodyDepth) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "depth ", depth[i], " exceeds the limit of ", kMaxBodyDepth));
+      return MalformedAt(where, absl::StrCat("depth ", depth[i], " exceeds the limit of ", kMaxBodyDepth));
     }
     if (expanded[i] > kMaxBodyExpandedNodes) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "the body expands to more than ", kMaxBodyExpandedNodes,
-                                                     " nodes when shared subtrees are counted per use"));
+      return MalformedAt(where, absl::StrCat("the body expands to more than ", kMaxBodyExpandedNodes,
+                                             " nodes when shared subtrees are counted per use"));
     }
     built[i] = Body(std::make_shared<const BodyNode>(std::move(node)));
   }
@@ -485,13 +479,13 @@ proto::Section SectionToProto(const Section& s) {
 }
 
 absl::StatusOr<Section> SectionFromProto(const proto::Section& p) {
-  const std::string where = absl::StrCat("section '", p.name(), "' ");
+  const DiagWhere where = DiagWhere{}.Section(p.name());
   Section s;
   s.name = p.name();
   s.tensors.reserve(p.tensors_size());
   for (int i = 0; i < p.tensors_size(); ++i) {
     const proto::Tensor& pt = p.tensors(i);
-    const std::string tw = absl::StrCat(where, "tensors[", i, "] '", pt.name(), "' ");
+    const DiagWhere tw = where.Part(absl::StrCat("tensors[", i, "] '", pt.name(), "' "));
     Tensor t;
     t.name = pt.name();
     ASSIGN_OR_RETURN(t.role, EnumFrom<TensorRole>(pt.role(), proto::TensorRole_IsValid, tw, "role"));
@@ -504,7 +498,7 @@ absl::StatusOr<Section> SectionFromProto(const proto::Section& p) {
   s.buffers.reserve(p.buffers_size());
   for (int i = 0; i < p.buffers_size(); ++i) {
     const proto::Buffer& pb = p.buffers(i);
-    const std::string bw = absl::StrCat(where, "buffers[", i, "] '", pb.name(), "' ");
+    const DiagWhere bw = where.Part(absl::StrCat("buffers[", i, "] '", pb.name(), "' "));
     Buffer b;
     b.name = pb.name();
     b.depth = pb.depth();
@@ -562,14 +556,14 @@ proto::Composition ToProto(const Composition& c) {
 }
 
 absl::StatusOr<Composition> FromProto(const proto::Composition& p) {
-  const std::string where = absl::StrCat("composition '", p.name(), "' ");
+  const DiagWhere where = DiagWhere::Composition(p.name());
   if (p.ir_version() != proto::IR_VERSION_1) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "ir_version: ", p.ir_version(),
-                                                   " is not a version this build reads (expected IR_VERSION_1 = 1)"));
+    return Malformed(where, "ir_version",
+                     absl::StrCat(p.ir_version(), " is not a version this build reads (expected IR_VERSION_1 = 1)"));
   }
   if (p.tile_rows() <= 0 || p.tile_cols() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "tile_rows x tile_cols: ", p.tile_rows(), " x ",
-                                                   p.tile_cols(), " (both must be positive)"));
+    return Malformed(where, "tile_rows x tile_cols",
+                     absl::StrCat(p.tile_rows(), " x ", p.tile_cols(), " (both must be positive)"));
   }
   Composition c;
   c.name = p.name();

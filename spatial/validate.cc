@@ -17,50 +17,6 @@ namespace {
 
 // ── Helpers ───────────────────────────────────────────────────────────────────────────────────────────────────
 
-// Where a check is: the readable prefix of its message ("section 's' stage 'g' (#3) ") and the same facts typed,
-// for the diagnostic the failure carries (spatial/diagnostic_status.h).
-struct Where {
-  std::string text;
-  std::string section;
-  int section_index = -1;
-  std::string stage;
-  int stage_index = -1;
-  std::string part;  // a path inside the section or stage ("tensors[2] 'x' ", "trip ")
-
-  static Where Composition(const std::string& name) { return Where{absl::StrCat("composition '", name, "' ")}; }
-  Where Section(const std::string& name, int index = -1) const {
-    Where w = *this;
-    absl::StrAppend(&w.text, "section '", name, "' ", index >= 0 ? absl::StrCat("(#", index, ") ") : "");
-    w.section = name;
-    w.section_index = index;
-    return w;
-  }
-  Where Stage(const std::string& name, int index) const {
-    Where w = *this;
-    absl::StrAppend(&w.text, "stage '", name, "' (#", index, ") ");
-    w.stage = name;
-    w.stage_index = index;
-    return w;
-  }
-  Where Part(const std::string& p) const {
-    Where w = *this;
-    w.text += p;
-    w.part += p;
-    return w;
-  }
-};
-
-absl::Status Bad(const Where& where, std::string_view field, const std::string& what) {
-  proto::Diagnostic d;
-  d.set_code("MALFORMED");
-  d.set_section(where.section);
-  if (where.section_index >= 0) d.set_section_index(where.section_index);
-  d.set_stage(where.stage);
-  if (where.stage_index >= 0) d.set_stage_index(where.stage_index);
-  d.set_field(absl::StrCat(where.part, std::string(field)));
-  d.set_message(what);
-  return WithDiagnostic(absl::InvalidArgumentError(absl::StrCat(where.text, std::string(field), ": ", what)), d);
-}
 
 std::string Name(LoopVar v) { return std::string(LoopVarName(v)); }
 
@@ -73,18 +29,18 @@ bool Known(IterKind k) { return k >= IterKind::kParallel && k <= IterKind::kRedu
 bool Known(LoopVar v) { return v >= LoopVar::kRow && v <= LoopVar::kKBlock; }
 bool Known(StateAccess a) { return a == StateAccess::kRead || a == StateAccess::kWrite; }
 
-absl::Status CheckId(const Where& where, std::string_view field, int64_t id, size_t count,
+absl::Status CheckId(const DiagWhere& where, std::string_view field, int64_t id, size_t count,
                      std::string_view what) {
   if (id < 0 || id >= static_cast<int64_t>(count)) {
-    return Bad(where, field,
+    return Malformed(where, field,
                absl::StrCat(std::string(what), " ", id, " out of range (expected 0..", static_cast<int64_t>(count) - 1,
                             ", the section has ", count, " ", std::string(what), "s)"));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckRange(const Where& where, std::string_view field, int64_t v, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi) return Bad(where, field, absl::StrCat("expected ", lo, "..", hi, ", got ", v));
+absl::Status CheckRange(const DiagWhere& where, std::string_view field, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi) return Malformed(where, field, absl::StrCat("expected ", lo, "..", hi, ", got ", v));
   return absl::OkStatus();
 }
 
@@ -94,22 +50,22 @@ class SectionChecker {
  public:
   // Nothing structural depends on the tile yet: page planes and tensor tiling matter only to addresses, which
   // the certifier proves.
-  explicit SectionChecker(const Section& s) : s_(s), where_(Where{}.Section(s.name)) {}
+  explicit SectionChecker(const Section& s) : s_(s), where_(DiagWhere{}.Section(s.name)) {}
 
   absl::Status Check() {
     RETURN_IF_ERROR(CheckRange(where_, "num_blocks", s_.num_blocks, 1, kMaxFoldBlocks));
     if (!Known(s_.acc_precision)) {
-      return Bad(where_, "acc_precision", absl::StrCat("unknown precision ", static_cast<int>(s_.acc_precision)));
+      return Malformed(where_, "acc_precision", absl::StrCat("unknown precision ", static_cast<int>(s_.acc_precision)));
     }
     RETURN_IF_ERROR(CheckTensors());
     RETURN_IF_ERROR(CheckBuffers());
     Phase last = Phase::kPrologue;
     for (size_t i = 0; i < s_.stages.size(); ++i) {
       const Stage& st = s_.stages[i];
-      const Where where = where_.Stage(st.name, static_cast<int>(i));
+      const DiagWhere where = where_.Stage(st.name, static_cast<int>(i));
       RETURN_IF_ERROR(CheckStage(st, where));
       if (st.phase < last) {
-        return Bad(where, "phase",
+        return Malformed(where, "phase",
                    absl::StrCat(std::string(PhaseName(st.phase)), " after ", std::string(PhaseName(last)),
                                 " (phases must be non-decreasing in stage order)"));
       }
@@ -126,33 +82,34 @@ class SectionChecker {
     std::unordered_map<std::string, size_t> seen;
     for (size_t i = 0; i < s_.tensors.size(); ++i) {
       const Tensor& t = s_.tensors[i];
-      const Where where = where_.Part(absl::StrCat("tensors[", i, "] '", t.name, "' "));
-      if (t.name.empty()) return Bad(where, "name", "empty (tensors are shared across sections by name)");
+      const DiagWhere where = where_.Part(absl::StrCat("tensors[", i, "] '", t.name, "' "));
+      if (t.name.empty()) return Malformed(where, "name", "empty (tensors are shared across sections by name)");
       if (auto [it, fresh] = seen.emplace(t.name, i); !fresh) {
-        return Bad(where, "name", absl::StrCat("repeats tensors[", it->second, "] (names are unique in a section)"));
+        return Malformed(where, "name", absl::StrCat("repeats tensors[", it->second,
+                                                     "] (names are unique in a section)"));
       }
-      if (!Known(t.role)) return Bad(where, "role", absl::StrCat("unknown role ", static_cast<int>(t.role)));
+      if (!Known(t.role)) return Malformed(where, "role", absl::StrCat("unknown role ", static_cast<int>(t.role)));
       if (!Known(t.precision)) {
-        return Bad(where, "precision", absl::StrCat("unknown precision ", static_cast<int>(t.precision)));
+        return Malformed(where, "precision", absl::StrCat("unknown precision ", static_cast<int>(t.precision)));
       }
       RETURN_IF_ERROR(CheckRange(where, "rows", t.rows, 1, kMaxTensorElems));
       RETURN_IF_ERROR(CheckRange(where, "cols", t.cols, 1, kMaxTensorElems));
       if (t.rows > kMaxTensorElems / t.cols) {
-        return Bad(where, "rows*cols",
+        return Malformed(where, "rows*cols",
                    absl::StrCat(t.rows, " x ", t.cols, " exceeds the limit of ", kMaxTensorElems, " elements"));
       }
       const int64_t elems = t.rows * t.cols;
       switch (t.init.kind) {
         case TensorInit::Kind::kValues:
           if (static_cast<int64_t>(t.init.values.size()) > elems) {
-            return Bad(where, "init.values",
+            return Malformed(where, "init.values",
                        absl::StrCat(t.init.values.size(), " values for ", elems, " elements (expected at most ",
                                     elems, ")"));
           }
           break;
         case TensorInit::Kind::kFloatValues:
           if (static_cast<int64_t>(t.init.float_values.size()) > elems) {
-            return Bad(where, "init.float_values",
+            return Malformed(where, "init.float_values",
                        absl::StrCat(t.init.float_values.size(), " values for ", elems,
                                     " elements (expected at most ", elems, ")"));
           }
@@ -160,7 +117,7 @@ class SectionChecker {
         case TensorInit::Kind::kZero:
         case TensorInit::Kind::kConstF:
         case TensorInit::Kind::kExternal: break;
-        default: return Bad(where, "init.kind", absl::StrCat("unknown kind ", static_cast<int>(t.init.kind)));
+        default: return Malformed(where, "init.kind", absl::StrCat("unknown kind ", static_cast<int>(t.init.kind)));
       }
     }
     return absl::OkStatus();
@@ -169,23 +126,23 @@ class SectionChecker {
   absl::Status CheckBuffers() {
     for (size_t i = 0; i < s_.buffers.size(); ++i) {
       const Buffer& b = s_.buffers[i];
-      const Where where = where_.Part(absl::StrCat("buffers[", i, "] '", b.name, "' "));
+      const DiagWhere where = where_.Part(absl::StrCat("buffers[", i, "] '", b.name, "' "));
       RETURN_IF_ERROR(CheckRange(where, "depth", b.depth, 1, kMaxBufferDepth));
       RETURN_IF_ERROR(CheckRange(where, "page_tiles", b.page_tiles, 1, kMaxPageTiles));
       if (!Known(b.precision)) {
-        return Bad(where, "precision", absl::StrCat("unknown precision ", static_cast<int>(b.precision)));
+        return Malformed(where, "precision", absl::StrCat("unknown precision ", static_cast<int>(b.precision)));
       }
-      if (!Known(b.kind)) return Bad(where, "kind", absl::StrCat("unknown kind ", static_cast<int>(b.kind)));
+      if (!Known(b.kind)) return Malformed(where, "kind", absl::StrCat("unknown kind ", static_cast<int>(b.kind)));
     }
     return absl::OkStatus();
   }
 
   // ── Stages ──
 
-  absl::Status CheckStage(const Stage& st, const Where& where) {
-    if (!Known(st.phase)) return Bad(where, "phase", absl::StrCat("unknown phase ", static_cast<int>(st.phase)));
+  absl::Status CheckStage(const Stage& st, const DiagWhere& where) {
+    if (!Known(st.phase)) return Malformed(where, "phase", absl::StrCat("unknown phase ", static_cast<int>(st.phase)));
     if (st.phase != Phase::kPrologue && !s_.has_fold()) {
-      return Bad(where, "phase",
+      return Malformed(where, "phase",
                  absl::StrCat(std::string(PhaseName(st.phase)),
                               " stage in a section without a fold (num_blocks 1 and no trip): only prologue stages"));
     }
@@ -199,32 +156,33 @@ class SectionChecker {
     if (const auto* w = std::get_if<Store>(&st.op)) return CheckStore(st, *w, where);
     if (const auto* g = std::get_if<Generic>(&st.op)) return CheckGeneric(st, *g, where);
     if (const auto* m = std::get_if<MatmulTiles>(&st.op)) return CheckMatmul(st, *m, where);
-    return Bad(where, "op", "no kind");
+    return Malformed(where, "op", "no kind");
   }
 
   // Shared by loads and stores: the block fits the page, steps use only item and block variables, the index
   // buffer of an indirect tile is the expected input.
-  absl::Status CheckPattern(const Stage& st, const AccessPattern& p, const Where& where, std::string_view kind,
+  absl::Status CheckPattern(const Stage& st, const AccessPattern& p, const DiagWhere& where, std::string_view kind,
                             BufferId page_buffer, const std::vector<BufferId>& expected_ins) {
     const std::string f = absl::StrCat(std::string(kind), ".pattern.");
     RETURN_IF_ERROR(CheckRange(where, f + "block_h", p.block_h, 1, kMaxPageTiles));
     RETURN_IF_ERROR(CheckRange(where, f + "block_w", p.block_w, 1, kMaxPageTiles));
     const int64_t page_tiles = s_.buffers[page_buffer].page_tiles;
     if (p.block_h * p.block_w > page_tiles) {
-      return Bad(where, f + "block_h*block_w",
-                 absl::StrCat(p.block_h, " x ", p.block_w, " = ", p.block_h * p.block_w, " tiles do not fit a page of '",
+      return Malformed(where, f + "block_h*block_w",
+                 absl::StrCat(p.block_h, " x ", p.block_w, " = ", p.block_h * p.block_w,
+                              " tiles do not fit a page of '",
                               s_.buffers[page_buffer].name, "' (page_tiles ", page_tiles, ")"));
     }
     for (size_t k = 0; k < p.origin.steps.size(); ++k) {
       const LoopVar v = p.origin.steps[k].first;
       const std::string field = absl::StrCat(f, "origin.steps[", k, "].var");
       if (v != LoopVar::kItemY && v != LoopVar::kItemX && v != LoopVar::kKBlock) {
-        return Bad(where, field,
+        return Malformed(where, field,
                    absl::StrCat(Known(v) ? Name(v) : absl::StrCat(static_cast<int>(v)),
                                 " in a tile address (expected ITEM_Y, ITEM_X or KBLOCK)"));
       }
       if (v == LoopVar::kKBlock && st.phase != Phase::kBody) {
-        return Bad(where, field,
+        return Malformed(where, field,
                    absl::StrCat("KBLOCK in phase ", std::string(PhaseName(st.phase)),
                                 " (the block index exists only in body-phase stages)"));
       }
@@ -234,7 +192,7 @@ class SectionChecker {
       for (size_t k = 0; k < expected_ins.size(); ++k) absl::StrAppend(&want, k ? ", " : "", expected_ins[k]);
       std::string got = "[";
       for (size_t k = 0; k < st.ins.size(); ++k) absl::StrAppend(&got, k ? ", " : "", st.ins[k]);
-      return Bad(where, "ins",
+      return Malformed(where, "ins",
                  absl::StrCat("expected ", want, "] (", kind == "load" ? "" : "the source, then ",
                               "the index buffer only when the tile is indirect), got ", got, "]"));
     }
@@ -242,22 +200,22 @@ class SectionChecker {
       const IndirectTile& it = *p.origin.indirect;
       RETURN_IF_ERROR(CheckId(where, f + "origin.indirect.index", it.index, s_.buffers.size(), "buffer"));
       if (it.lo > it.hi) {
-        return Bad(where, f + "origin.indirect.lo",
+        return Malformed(where, f + "origin.indirect.lo",
                    absl::StrCat("admitted range [", it.lo, ", ", it.hi, "] is empty (expected lo <= hi)"));
       }
     }
     return absl::OkStatus();
   }
 
-  absl::Status CheckLoad(const Stage& st, const Load& l, const Where& where) {
+  absl::Status CheckLoad(const Stage& st, const Load& l, const DiagWhere& where) {
     RETURN_IF_ERROR(CheckId(where, "load.tensor", l.tensor, s_.tensors.size(), "tensor"));
     if (st.outs.size() != 1) {
-      return Bad(where, "outs", absl::StrCat("a Load writes exactly 1 buffer, got ", st.outs.size()));
+      return Malformed(where, "outs", absl::StrCat("a Load writes exactly 1 buffer, got ", st.outs.size()));
     }
     RETURN_IF_ERROR(CheckRange(where, "load.num_blocks", l.num_blocks, 1, kMaxFoldBlocks));
     const int64_t want_blocks = st.phase == Phase::kBody ? s_.num_blocks : 1;
     if (l.num_blocks != want_blocks) {
-      return Bad(where, "load.num_blocks",
+      return Malformed(where, "load.num_blocks",
                  absl::StrCat("expected ", want_blocks, " (",
                               st.phase == Phase::kBody ? "the section's num_blocks for a body-phase load"
                                                        : "a load outside the body runs once",
@@ -268,20 +226,20 @@ class SectionChecker {
     return CheckPattern(st, l.pattern, where, "load", st.outs[0], expected);
   }
 
-  absl::Status CheckStore(const Stage& st, const Store& w, const Where& where) {
+  absl::Status CheckStore(const Stage& st, const Store& w, const DiagWhere& where) {
     RETURN_IF_ERROR(CheckId(where, "store.tensor", w.tensor, s_.tensors.size(), "tensor"));
     if (!st.outs.empty()) {
-      return Bad(where, "outs", absl::StrCat("a Store writes no buffer, got ", st.outs.size()));
+      return Malformed(where, "outs", absl::StrCat("a Store writes no buffer, got ", st.outs.size()));
     }
-    if (st.ins.empty()) return Bad(where, "ins", "a Store reads its source buffer as ins[0], got no ins");
+    if (st.ins.empty()) return Malformed(where, "ins", "a Store reads its source buffer as ins[0], got no ins");
     std::vector<BufferId> expected{st.ins[0]};
     if (w.pattern.origin.indirect) expected.push_back(w.pattern.origin.indirect->index);
     return CheckPattern(st, w.pattern, where, "store", st.ins[0], expected);
   }
 
-  absl::Status CheckMatmul(const Stage& st, const MatmulTiles& m, const Where& where) {
-    if (st.ins.size() != 2) return Bad(where, "ins", absl::StrCat("expected 2 (A, B), got ", st.ins.size()));
-    if (st.outs.size() != 1) return Bad(where, "outs", absl::StrCat("expected 1 (C), got ", st.outs.size()));
+  absl::Status CheckMatmul(const Stage& st, const MatmulTiles& m, const DiagWhere& where) {
+    if (st.ins.size() != 2) return Malformed(where, "ins", absl::StrCat("expected 2 (A, B), got ", st.ins.size()));
+    if (st.outs.size() != 1) return Malformed(where, "outs", absl::StrCat("expected 1 (C), got ", st.outs.size()));
     RETURN_IF_ERROR(CheckRange(where, "matmul.m_tiles", m.m_tiles, 1, kMaxMatmulTiles));
     RETURN_IF_ERROR(CheckRange(where, "matmul.n_tiles", m.n_tiles, 1, kMaxMatmulTiles));
     RETURN_IF_ERROR(CheckRange(where, "matmul.k_tiles", m.k_tiles, 1, kMaxMatmulTiles));
@@ -296,7 +254,7 @@ class SectionChecker {
     for (const auto& p : pages) {
       const Buffer& b = s_.buffers[p.buf];
       if (b.page_tiles < p.need) {
-        return Bad(where, absl::StrCat("matmul ", p.role, " page_tiles"),
+        return Malformed(where, absl::StrCat("matmul ", p.role, " page_tiles"),
                    absl::StrCat("buffer '", b.name, "' has ", b.page_tiles, " tiles per page, expected at least ",
                                 p.need, " (", p.shape, ")"));
       }
@@ -304,26 +262,26 @@ class SectionChecker {
     return absl::OkStatus();
   }
 
-  absl::Status CheckMap(const ElemAccess& m, const Where& where, const std::string& field,
+  absl::Status CheckMap(const ElemAccess& m, const DiagWhere& where, const std::string& field,
                         const std::unordered_map<LoopVar, IterKind>& axes, size_t num_ins, bool is_out) {
     for (size_t k = 0; k < m.terms.size(); ++k) {
       const LoopVar v = m.terms[k].first;
       const std::string f = absl::StrCat(field, ".terms[", k, "].var");
       if (!IsGenericAxis(v)) {
-        return Bad(where, f,
+        return Malformed(where, f,
                    absl::StrCat(Known(v) ? Name(v) : absl::StrCat(static_cast<int>(v)),
                                 " in an element map (expected ROW, COL or K: a Generic cannot see the item or block)"));
       }
       auto it = axes.find(v);
-      if (it == axes.end()) return Bad(where, f, absl::StrCat(Name(v), " is not an axis of the iteration space"));
+      if (it == axes.end()) return Malformed(where, f, absl::StrCat(Name(v), " is not an axis of the iteration space"));
       if (is_out && IsReduce(it->second)) {
-        return Bad(where, f, absl::StrCat(Name(v), " is a Reduce axis (the out map must not mention it)"));
+        return Malformed(where, f, absl::StrCat(Name(v), " is a Reduce axis (the out map must not mention it)"));
       }
     }
     if (m.indirect) {
       RETURN_IF_ERROR(CheckId(where, field + ".indirect.operand", m.indirect->operand, num_ins, "input slot"));
       if (m.indirect->modulus < 1) {
-        return Bad(where, field + ".indirect.modulus",
+        return Malformed(where, field + ".indirect.modulus",
                    absl::StrCat("expected at least 1 (0 <= v < modulus), got ", m.indirect->modulus));
       }
     }
@@ -332,8 +290,8 @@ class SectionChecker {
 
   // Walks each node once (bodies share subtrees), checking what the evaluator relies on, and computes the
   // number of input slots the body reads (what BodySlotCount computes, without its exponential walk of DAGs).
-  absl::Status CheckBody(const Body& root, const Where& where, size_t num_ins) {
-    if (!root.defined()) return Bad(where, "generic.body", "undefined (a Generic needs a body)");
+  absl::Status CheckBody(const Body& root, const DiagWhere& where, size_t num_ins) {
+    if (!root.defined()) return Malformed(where, "generic.body", "undefined (a Generic needs a body)");
     std::unordered_set<const BodyNode*> seen;
     std::vector<const BodyNode*> todo{root.get()};
     int64_t slots = 0;
@@ -343,7 +301,7 @@ class SectionChecker {
       if (!seen.insert(n).second) continue;
       auto need = [&](const Body& c, const char* which) -> absl::Status {
         if (!c.defined()) {
-          return Bad(where, "generic.body",
+          return Malformed(where, "generic.body",
                      absl::StrCat(BodyOpName(n->op), " node has no operand '", which, "'"));
         }
         todo.push_back(c.get());
@@ -351,40 +309,41 @@ class SectionChecker {
       };
       switch (n->op) {
         case BodyOp::kOperand:
-          if (n->operand < 0) return Bad(where, "generic.body", absl::StrCat("operand x", n->operand, " is negative"));
+          if (n->operand < 0) return Malformed(where, "generic.body", absl::StrCat("operand x", n->operand,
+                                                                                   " is negative"));
           slots = std::max<int64_t>(slots, int64_t{n->operand} + 1);
           break;
         case BodyOp::kConst: break;
         case BodyOp::kShr:
           if (n->shift < 0 || n->shift > 63) {
-            return Bad(where, "generic.body", absl::StrCat("shr by ", n->shift, " (expected 0..63)"));
+            return Malformed(where, "generic.body", absl::StrCat("shr by ", n->shift, " (expected 0..63)"));
           }
           RETURN_IF_ERROR(need(n->a, "a"));
           break;
         case BodyOp::kUnary:
           if (!IsKnownSfpuOp(n->sfpu.op)) {
-            return Bad(where, "generic.body",
+            return Malformed(where, "generic.body",
                        absl::StrCat("unary of unknown sfpu kind ", static_cast<int>(n->sfpu.op)));
           }
           if (n->sfpu.op == SfpuOp::kRsqrt && (n->sfpu.over < 1 || n->sfpu.eps_nano < 0)) {
-            return Bad(where, "generic.body",
+            return Malformed(where, "generic.body",
                        absl::StrCat(SfpuName(n->sfpu), " (expected over >= 1 and eps_nano >= 0)"));
           }
           RETURN_IF_ERROR(need(n->a, "a"));
           break;
         case BodyOp::kSelect:
           if (n->pred.kind != PredKind::kAxisLt && n->pred.kind != PredKind::kAxisGe) {
-            return Bad(where, "generic.body",
+            return Malformed(where, "generic.body",
                        absl::StrCat("select with unknown predicate kind ", static_cast<int>(n->pred.kind)));
           }
           if (!IsGenericAxis(n->pred.var)) {
-            return Bad(where, "generic.body",
+            return Malformed(where, "generic.body",
                        absl::StrCat("select on ", Known(n->pred.var) ? Name(n->pred.var) : "an unknown variable",
                                     " (expected ROW, COL or K)"));
           }
           if (n->pred.rhs_is_operand) {
             if (n->pred.rhs < 0 || n->pred.rhs >= static_cast<int64_t>(num_ins)) {
-              return Bad(where, "generic.body",
+              return Malformed(where, "generic.body",
                          absl::StrCat("select compares against input slot x", n->pred.rhs, " but the stage has ",
                                       num_ins, " ins"));
             }
@@ -402,18 +361,18 @@ class SectionChecker {
           RETURN_IF_ERROR(need(n->a, "a"));
           RETURN_IF_ERROR(need(n->b, "b"));
           break;
-        default: return Bad(where, "generic.body", absl::StrCat("unknown op ", static_cast<int>(n->op)));
+        default: return Malformed(where, "generic.body", absl::StrCat("unknown op ", static_cast<int>(n->op)));
       }
     }
     if (slots > static_cast<int64_t>(num_ins)) {
-      return Bad(where, "generic.body",
+      return Malformed(where, "generic.body",
                  absl::StrCat("reads ", slots, " input slots (BodySlotCount) but the stage has ", num_ins, " ins"));
     }
     // The depth every reader admits (spatial/limits.h), so a body built in C++ is held to the limit a body read
     // from the wire is: what validates certifies, and what certifies runs.
     const int64_t depth = BodyDepth(root.get());
     if (depth > kMaxBodyDepth) {
-      return Bad(where, "generic.body",
+      return Malformed(where, "generic.body",
                  absl::StrCat("depth ", depth, " exceeds the limit of ", kMaxBodyDepth, " (spatial/limits.h)"));
     }
     return absl::OkStatus();
@@ -464,30 +423,33 @@ class SectionChecker {
     }
   }
 
-  absl::Status CheckGeneric(const Stage& st, const Generic& g, const Where& where) {
-    if (st.outs.size() != 1) return Bad(where, "outs", absl::StrCat("a Generic writes 1 buffer, got ", st.outs.size()));
+  absl::Status CheckGeneric(const Stage& st, const Generic& g, const DiagWhere& where) {
+    if (st.outs.size() != 1) return Malformed(where, "outs", absl::StrCat("a Generic writes 1 buffer, got ",
+                                                                          st.outs.size()));
     if (st.ins.size() != g.ins.size()) {
-      return Bad(where, "generic.ins",
-                 absl::StrCat(g.ins.size(), " maps for ", st.ins.size(), " input buffers (expected one map per input)"));
+      return Malformed(where, "generic.ins",
+                 absl::StrCat(g.ins.size(), " maps for ", st.ins.size(),
+                              " input buffers (expected one map per input)"));
     }
-    if (g.iters.empty()) return Bad(where, "generic.iters", "empty (a Generic iterates at least one axis)");
+    if (g.iters.empty()) return Malformed(where, "generic.iters", "empty (a Generic iterates at least one axis)");
     std::unordered_map<LoopVar, IterKind> axes;
     int64_t points = 1;
     for (size_t k = 0; k < g.iters.size(); ++k) {
       const IterSpec& it = g.iters[k];
       const std::string f = absl::StrCat("generic.iters[", k, "]");
       if (!IsGenericAxis(it.var)) {
-        return Bad(where, f + ".var",
+        return Malformed(where, f + ".var",
                    absl::StrCat(Known(it.var) ? Name(it.var) : absl::StrCat(static_cast<int>(it.var)),
                                 " (expected ROW, COL or K)"));
       }
-      if (!Known(it.kind)) return Bad(where, f + ".kind", absl::StrCat("unknown kind ", static_cast<int>(it.kind)));
+      if (!Known(it.kind)) return Malformed(where, f + ".kind", absl::StrCat("unknown kind ",
+                                                                             static_cast<int>(it.kind)));
       if (!axes.emplace(it.var, it.kind).second) {
-        return Bad(where, f + ".var", absl::StrCat(Name(it.var), " appears twice (each axis at most once)"));
+        return Malformed(where, f + ".var", absl::StrCat(Name(it.var), " appears twice (each axis at most once)"));
       }
       RETURN_IF_ERROR(CheckRange(where, f + ".extent", it.extent, 1, kMaxGenericPoints));
       if (points > kMaxGenericPoints / it.extent) {
-        return Bad(where, "generic.iters",
+        return Malformed(where, "generic.iters",
                    absl::StrCat("the product of the extents exceeds the limit of ", kMaxGenericPoints, " points"));
       }
       points *= it.extent;
@@ -502,7 +464,7 @@ class SectionChecker {
       for (size_t hops = 0; g.ins[at].indirect; ++hops) {
         at = static_cast<size_t>(g.ins[at].indirect->operand);
         if (hops >= g.ins.size() || at == k) {
-          return Bad(where, absl::StrCat("generic.ins[", k, "].indirect.operand"),
+          return Malformed(where, absl::StrCat("generic.ins[", k, "].indirect.operand"),
                      "the indirect reads form a cycle (a slot's index is read through its own map)");
         }
       }
@@ -515,19 +477,19 @@ class SectionChecker {
   absl::Status CheckEdges() {
     for (size_t i = 0; i < s_.edges.size(); ++i) {
       const Edge& e = s_.edges[i];
-      const Where where = where_.Part(absl::StrCat("edges[", i, "] "));
+      const DiagWhere where = where_.Part(absl::StrCat("edges[", i, "] "));
       RETURN_IF_ERROR(CheckId(where, "from", e.from, s_.stages.size(), "stage"));
       RETURN_IF_ERROR(CheckId(where, "buffer", e.buffer, s_.buffers.size(), "buffer"));
       RETURN_IF_ERROR(CheckId(where, "to", e.to, s_.stages.size(), "stage"));
       const Stage& from = s_.stages[e.from];
       const Stage& to = s_.stages[e.to];
       if (std::find(from.outs.begin(), from.outs.end(), e.buffer) == from.outs.end()) {
-        return Bad(where, "from",
+        return Malformed(where, "from",
                    absl::StrCat("stage '", from.name, "' (#", e.from, ") does not write buffer '",
                                 s_.buffers[e.buffer].name, "'"));
       }
       if (std::find(to.ins.begin(), to.ins.end(), e.buffer) == to.ins.end()) {
-        return Bad(where, "to",
+        return Malformed(where, "to",
                    absl::StrCat("stage '", to.name, "' (#", e.to, ") does not read buffer '",
                                 s_.buffers[e.buffer].name, "'"));
       }
@@ -536,13 +498,13 @@ class SectionChecker {
   }
 
   absl::Status CheckItems() {
-    if (s_.items.empty()) return Bad(where_, "items", "empty (a section runs once per item; give at least one)");
+    if (s_.items.empty()) return Malformed(where_, "items", "empty (a section runs once per item; give at least one)");
     if (static_cast<int64_t>(s_.items.size()) > kMaxWorkItems) {
-      return Bad(where_, "items", absl::StrCat(s_.items.size(), " items exceed the limit of ", kMaxWorkItems));
+      return Malformed(where_, "items", absl::StrCat(s_.items.size(), " items exceed the limit of ", kMaxWorkItems));
     }
     for (size_t i = 0; i < s_.items.size(); ++i) {
       const WorkItem& w = s_.items[i];
-      const Where where = where_.Part(absl::StrCat("items[", i, "] "));
+      const DiagWhere where = where_.Part(absl::StrCat("items[", i, "] "));
       RETURN_IF_ERROR(CheckRange(where, "out.row0_t", w.out.row0_t, 0, kMaxTensorElems));
       RETURN_IF_ERROR(CheckRange(where, "out.col0_t", w.out.col0_t, 0, kMaxTensorElems));
       RETURN_IF_ERROR(CheckRange(where, "out.h_t", w.out.h_t, 1, kMaxTensorElems));
@@ -554,18 +516,19 @@ class SectionChecker {
   absl::Status CheckTrip() {
     if (!s_.trip) return absl::OkStatus();
     const Trip& t = *s_.trip;
-    const Where where = where_.Part("trip ");
+    const DiagWhere where = where_.Part("trip ");
     RETURN_IF_ERROR(CheckId(where, "tensor", t.tensor, s_.tensors.size(), "tensor"));
     const Tensor& tensor = s_.tensors[t.tensor];
     if (!IsInteger(tensor.precision)) {
-      return Bad(where, "tensor",
+      return Malformed(where, "tensor",
                  absl::StrCat("'", tensor.name, "' is ", std::string(PrecisionName(tensor.precision)),
                               " (a trip count is read from an integer tensor)"));
     }
     RETURN_IF_ERROR(CheckRange(where, "elem", t.elem, 0, tensor.rows * tensor.cols - 1));
-    if (t.per < 1) return Bad(where, "per", absl::StrCat("expected at least 1, got ", t.per));
+    if (t.per < 1) return Malformed(where, "per", absl::StrCat("expected at least 1, got ", t.per));
     if (t.lo > t.hi) {
-      return Bad(where, "lo", absl::StrCat("admitted range [", t.lo, ", ", t.hi, "] is empty (expected lo <= hi)"));
+      return Malformed(where, "lo", absl::StrCat("admitted range [", t.lo, ", ", t.hi,
+                                                 "] is empty (expected lo <= hi)"));
     }
     return absl::OkStatus();
   }
@@ -573,7 +536,7 @@ class SectionChecker {
   absl::Status CheckPlan() {
     if (!s_.plan) return absl::OkStatus();
     const BlockPlan& p = *s_.plan;
-    const Where where = where_.Part("plan ");
+    const DiagWhere where = where_.Part("plan ");
     const std::pair<const char*, int64_t> fields[] = {
         {"per_site_m", p.per_site_m}, {"per_site_n", p.per_site_n}, {"grid_y", p.grid_y},
         {"grid_x", p.grid_x},         {"num_blocks", p.num_blocks}, {"block_k_tiles", p.block_k_tiles},
@@ -584,22 +547,22 @@ class SectionChecker {
   }
 
   const Section& s_;
-  Where where_;
+  DiagWhere where_;
 };
 
 }  // namespace
 
 absl::Status ValidateSection(const Section& s, int64_t tile_rows, int64_t tile_cols) {
-  RETURN_IF_ERROR(CheckRange(Where{}, "tile_rows", tile_rows, 1, kMaxTileSide));
-  RETURN_IF_ERROR(CheckRange(Where{}, "tile_cols", tile_cols, 1, kMaxTileSide));
+  RETURN_IF_ERROR(CheckRange(DiagWhere{}, "tile_rows", tile_rows, 1, kMaxTileSide));
+  RETURN_IF_ERROR(CheckRange(DiagWhere{}, "tile_cols", tile_cols, 1, kMaxTileSide));
   return SectionChecker(s).Check();
 }
 
 absl::Status ValidateComposition(const Composition& c, int64_t tile_rows, int64_t tile_cols) {
-  const Where where = Where::Composition(c.name);
+  const DiagWhere where = DiagWhere::Composition(c.name);
   RETURN_IF_ERROR(CheckRange(where, "tile_rows", tile_rows, 1, kMaxTileSide));
   RETURN_IF_ERROR(CheckRange(where, "tile_cols", tile_cols, 1, kMaxTileSide));
-  if (c.sections.empty()) return Bad(where, "sections", "empty (a composition has at least one section)");
+  if (c.sections.empty()) return Malformed(where, "sections", "empty (a composition has at least one section)");
   for (const Section& s : c.sections) RETURN_IF_ERROR(SectionChecker(s).Check());
 
   // Sections share tensors by name, so a name must mean one shape and precision everywhere.
@@ -614,8 +577,9 @@ absl::Status ValidateComposition(const Composition& c, int64_t tile_rows, int64_
       if (fresh) continue;
       const Tensor& f = *it->second.tensor;
       if (f.rows != t.rows || f.cols != t.cols || f.precision != t.precision) {
-        return Bad(where.Section(c.sections[si].name, static_cast<int>(si)).Part(absl::StrCat("tensor '", t.name, "' ")),
-                   "rows x cols x precision",
+        const DiagWhere tw =
+            where.Section(c.sections[si].name, static_cast<int>(si)).Part(absl::StrCat("tensor '", t.name, "' "));
+        return Malformed(tw, "rows x cols x precision",
                    absl::StrCat(t.rows, " x ", t.cols, " x ", std::string(PrecisionName(t.precision)),
                                 ", but section '", c.sections[it->second.section].name, "' (#", it->second.section,
                                 ") declares it ", f.rows, " x ", f.cols, " x ",
@@ -626,19 +590,19 @@ absl::Status ValidateComposition(const Composition& c, int64_t tile_rows, int64_
 
   for (size_t i = 0; i < c.state_order.size(); ++i) {
     const StateStep& st = c.state_order[i];
-    const Where sw = where.Part(absl::StrCat("state_order[", i, "] "));
-    if (!Known(st.access)) return Bad(sw, "access", absl::StrCat("unknown access ", static_cast<int>(st.access)));
+    const DiagWhere sw = where.Part(absl::StrCat("state_order[", i, "] "));
+    if (!Known(st.access)) return Malformed(sw, "access", absl::StrCat("unknown access ", static_cast<int>(st.access)));
     if (st.section < 0 || st.section >= static_cast<int>(c.sections.size())) {
-      return Bad(sw, "section",
+      return Malformed(sw, "section",
                  absl::StrCat(st.section, " out of range (expected 0..", c.sections.size() - 1, ")"));
     }
     const Section& s = c.sections[st.section];
     const int t = s.FindTensor(st.tensor);
     if (t < 0) {
-      return Bad(sw, "tensor", absl::StrCat("'", st.tensor, "' is not a tensor of section '", s.name, "'"));
+      return Malformed(sw, "tensor", absl::StrCat("'", st.tensor, "' is not a tensor of section '", s.name, "'"));
     }
     if (s.tensors[t].role != TensorRole::kState) {
-      return Bad(sw, "tensor",
+      return Malformed(sw, "tensor",
                  absl::StrCat("'", st.tensor, "' is ", std::string(TensorRoleName(s.tensors[t].role)),
                               " in section '", s.name, "' (expected State)"));
     }

@@ -265,7 +265,8 @@ Composition Gather(int64_t hi, bool second_reader) {
   const BufferId ib = t.AddBuffer("idx_buf", 1, Precision::kInt32);
   const BufferId row = t.AddBuffer("row", 1, Precision::kBf16);
   const StageId li = t.AddLoad("load_idx", idx, {}, 1, ib);
-  const StageId g = t.AddLoadPattern("gather", table, AccessPattern{TileAddr{0, {}, IndirectTile{ib, 1, 0, hi}}, 1, 1, 1, 1}, row);
+  const StageId g = t.AddLoadPattern("gather", table, AccessPattern{TileAddr{0, {}, IndirectTile{ib, 1, 0, hi}}, 1, 1,
+                                                                    1, 1}, row);
   BufferId src = row;
   if (second_reader) {
     const BufferId mixed = t.AddBuffer("mixed", 1, Precision::kBf16);
@@ -492,8 +493,8 @@ TEST(Proto, UnspecifiedEnumIsMalformed) {
 
 TEST(Format, StructuralErrorsAreSplitIntoSectionStageAndField) {
   proto::Diagnostic d = certify::DiagnosticFromStatus(
-      "MALFORMED", absl::InvalidArgumentError("composition 'c' section 'rope' stage 'rotate' (#3) ins[1]: buffer 9 "
-                                              "out of range"));
+      "MALFORMED", Malformed(DiagWhere::Composition("c").Section("rope").Stage("rotate", 3), "ins[1]",
+                             "buffer 9 out of range"));
   EXPECT_EQ(d.code(), "MALFORMED");
   EXPECT_EQ(d.section(), "rope");
   EXPECT_EQ(d.stage(), "rotate");
@@ -501,11 +502,13 @@ TEST(Format, StructuralErrorsAreSplitIntoSectionStageAndField) {
   EXPECT_EQ(d.field(), "ins[1]");
   EXPECT_EQ(d.message(), "buffer 9 out of range");
 
+  // A stage's body: the inner failure's field, under the stage.
+  const absl::Status inner = Malformed(DiagWhere{}.Part("nodes[2] "), "op", "UNSPECIFIED");
   proto::Diagnostic e = certify::DiagnosticFromStatus(
-      "MALFORMED", absl::InvalidArgumentError("section 's': nodes[2] op: UNSPECIFIED"));
+      "MALFORMED", MalformedWithin(DiagWhere{}.Section("s").Stage("g", 1), "body.", inner));
   EXPECT_EQ(e.section(), "s");
-  EXPECT_FALSE(e.has_stage_index());
-  EXPECT_EQ(e.field(), "nodes[2] op");
+  EXPECT_EQ(e.stage_index(), 1);
+  EXPECT_EQ(e.field(), "body.nodes[2] op");
   EXPECT_EQ(e.message(), "UNSPECIFIED");
 
   proto::Diagnostic f = certify::DiagnosticFromStatus("MALFORMED", absl::InvalidArgumentError("no structure here"));
@@ -566,7 +569,7 @@ Composition InPlace(int64_t (*read_of)(int64_t)) {
   Template t(8, 8);
   const TensorId st = t.AddTensor("s", TensorRole::kState, 8, 16, Precision::kFp32, TensorInit::Zero());
   const BufferId b = t.AddBufferDeep("b", 1, 1, Precision::kFp32);
-  const StageId l = t.AddLoadBlockAt("load", st, 0, {}, 1, 1, 1, b);
+  const StageId l = t.AddLoadBlockAt("load", st, 0, {}, {}, b);
   std::get<Load>(t.mutable_section().stages[l].op).pattern.origin.steps = {{LoopVar::kItemX, 1}};
   const StageId w = t.AddStore("store", st, {{LoopVar::kItemX, 1}}, 1, b);
   t.AddEdge(l, b, w);
