@@ -35,7 +35,8 @@ Section SyntheticSection(int index, int64_t chains) {
                                      TensorInit::ConstF(1.0));
   std::vector<int64_t> picks;
   for (int64_t c = 0; c < chains; ++c) picks.push_back((c * 7 + index) % 64);
-  const TensorId idx = t.AddTensor("picks", TensorRole::kParam, 1, chains, Precision::kInt32, TensorInit::Values(picks));
+  const TensorId idx = t.AddTensor("picks", TensorRole::kParam, 1, chains, Precision::kInt32,
+                                   TensorInit::Values(picks));
   const TensorId elem = t.AddTensor("elem", TensorRole::kInput, 1, 1, Precision::kInt32, TensorInit::External());
   const TensorId out = t.AddTensor(absl::StrCat("h", index + 1), TensorRole::kOutput, 1, row_tiles * kTile,
                                    Precision::kBf16, TensorInit::Zero());
@@ -58,7 +59,7 @@ Section SyntheticSection(int index, int64_t chains) {
     x.ob = t.AddBuffer("out" + n, 1, Precision::kBf16);
     // Prologue: the head's pick (tile c / 32 of the table, column c % 32 read as element 0 via base), the
     // gathered table tile, the carry's zero.
-    x.load_idx = t.AddLoadBlockAt("load_pick" + n, idx, c / kTile, {}, 1, 1, 1, x.ib);
+    x.load_idx = t.AddLoadBlockAt("load_pick" + n, idx, c / kTile, {}, {}, x.ib);
     x.gather = t.AddLoadPattern("gather" + n, table,
                                 AccessPattern{TileAddr{0, {}, IndirectTile{x.ib, 1, 0, 63}}, 1, 1, 1, 1}, x.g);
     t.AddGeneric("init" + n, TileSpace(kTile, kTile), {}, {}, IdentMap(kTile), Const(0.0), x.carry);
@@ -67,8 +68,8 @@ Section SyntheticSection(int index, int64_t chains) {
   for (int64_t c = 0; c < chains; ++c) {
     Chain& x = ch[c];
     const std::string n = absl::StrCat("_h", c);
-    x.load_k = t.AddLoadBlockAt("load_k" + n, k, c, {{LoopVar::kKBlock, row_tiles}, {LoopVar::kItemX, chains}}, 1, 1,
-                                1, x.kb);
+    x.load_k = t.AddLoadBlockAt("load_k" + n, k, c, {{LoopVar::kKBlock, row_tiles}, {LoopVar::kItemX, chains}}, {},
+                                x.kb);
     // 16 bands of two columns; band j reads column c - 2j of its own slot (negative outside the band).
     std::vector<BufferId> ins;
     std::vector<ElemAccess> maps;
@@ -96,7 +97,7 @@ Section SyntheticSection(int index, int64_t chains) {
     const std::string n = absl::StrCat("_h", c);
     x.finish = t.AddGeneric("finish" + n, TileSpace(kTile, kTile), {x.carry}, {IdentMap(kTile)}, IdentMap(kTile),
                             Mul(Op(0), Const(0.25)), x.ob);
-    x.store = t.AddStoreBlock("store" + n, out, c, {{LoopVar::kItemX, chains}}, 1, 1, 1, x.ob);
+    x.store = t.AddStoreBlock("store" + n, out, c, {{LoopVar::kItemX, chains}}, {}, x.ob);
     t.AddEdge(x.finish, x.ob, x.store);
     t.AddEdge(x.load_idx, x.ib, x.gather);
   }

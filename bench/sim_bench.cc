@@ -51,12 +51,13 @@ Composition MatmulFold(int64_t items, int64_t m, int64_t n, int64_t k, int64_t b
   t.Fold(blocks);
   t.AddGeneric("zero_acc", TileSpace(32, w), {}, {}, IdentMap(w), Const(0.0), acc);
   t.SetPhase(Phase::kBody);
-  t.AddLoadBlockAt("load_a", a, 0, {{LoopVar::kItemY, m * kt}, {LoopVar::kKBlock, k}}, m, k, kt, a_in);
-  t.AddLoadBlockAt("load_b", b, 0, {{LoopVar::kKBlock, k * n}}, k, n, n, b_in);
+  t.AddLoadBlockAt("load_a", a, 0, {{LoopVar::kItemY, m * kt}, {LoopVar::kKBlock, k}}, {.h = m, .w = k, .pitch = kt},
+                   a_in);
+  t.AddLoadBlockAt("load_b", b, 0, {{LoopVar::kKBlock, k * n}}, {.h = k, .w = n, .pitch = n}, b_in);
   t.AddMatmul("matmul", MatmulTiles{m, n, k, true, false}, a_in, b_in, acc);
   t.SetPhase(Phase::kEpilogue);
   t.AddGeneric("pack", TileSpace(32, w), {acc}, {IdentMap(w)}, IdentMap(w), Op(0), out);
-  t.AddStoreBlock("store_c", c, 0, {{LoopVar::kItemY, m * n}}, m, n, n, out);
+  t.AddStoreBlock("store_c", c, 0, {{LoopVar::kItemY, m * n}}, {.h = m, .w = n, .pitch = n}, out);
   std::vector<WorkItem> its;
   for (int64_t i = 0; i < items; ++i) its.push_back(WorkItem{i, i, 0, TileRect{i * m, 0, m, n}});
   return One(t.Finish("matmul_fold", std::move(its), Precision::kFp32, NumericsClaim::Approx("bf16 matmul")));

@@ -26,12 +26,12 @@ BufferId Template::AddScratchDeep(std::string name, int64_t depth, int64_t page_
 
 StageId Template::AddLoad(std::string name, TensorId tensor, std::vector<Term> steps, int64_t w_tiles,
                           BufferId dst) {
-  return AddLoadBlockAt(std::move(name), tensor, 0, std::move(steps), 1, w_tiles, w_tiles, dst);
+  return AddLoadBlockAt(std::move(name), tensor, 0, std::move(steps), {.w = w_tiles, .pitch = w_tiles}, dst);
 }
 
 StageId Template::AddLoadBlockAt(std::string name, TensorId tensor, int64_t base, std::vector<Term> steps,
-                                 int64_t block_h, int64_t block_w, int64_t pitch, BufferId dst) {
-  AccessPattern p{TileAddr{base, std::move(steps), std::nullopt}, block_h, block_w, 1, pitch};
+                                 BlockShape block, BufferId dst) {
+  AccessPattern p{TileAddr{base, std::move(steps), std::nullopt}, block.h, block.w, 1, block.pitch};
   return AddLoadPattern(std::move(name), tensor, std::move(p), dst);
 }
 
@@ -43,12 +43,12 @@ StageId Template::AddLoadPattern(std::string name, TensorId tensor, AccessPatter
 
 StageId Template::AddStore(std::string name, TensorId tensor, std::vector<Term> steps, int64_t w_tiles,
                            BufferId src) {
-  return AddStoreBlock(std::move(name), tensor, 0, std::move(steps), 1, w_tiles, w_tiles, src);
+  return AddStoreBlock(std::move(name), tensor, 0, std::move(steps), {.w = w_tiles, .pitch = w_tiles}, src);
 }
 
 StageId Template::AddStoreBlock(std::string name, TensorId tensor, int64_t base, std::vector<Term> steps,
-                                int64_t block_h, int64_t block_w, int64_t pitch, BufferId src) {
-  AccessPattern p{TileAddr{base, std::move(steps), std::nullopt}, block_h, block_w, 1, pitch};
+                                BlockShape block, BufferId src) {
+  AccessPattern p{TileAddr{base, std::move(steps), std::nullopt}, block.h, block.w, 1, block.pitch};
   return AddStorePattern(std::move(name), tensor, std::move(p), src);
 }
 

@@ -13,6 +13,14 @@
 
 namespace spatial {
 
+// A block of tiles of a Load or Store: h x w tiles, `pitch` tiles between block rows (written with named fields at
+// call sites: {.w = blk, .pitch = row_t}).
+struct BlockShape {
+  int64_t h = 1;
+  int64_t w = 1;
+  int64_t pitch = 1;
+};
+
 class Template {
  public:
   // The target's tile shape fixes page widths.
@@ -37,14 +45,14 @@ class Template {
 
   // A 1 x w_tiles block at tile sum(coef * var) of `tensor`, into a page of `dst`.
   StageId AddLoad(std::string name, TensorId tensor, std::vector<Term> steps, int64_t w_tiles, BufferId dst);
-  // A block_h x block_w block at tile base + sum(coef * var); `pitch` is the tile step between block rows.
-  StageId AddLoadBlockAt(std::string name, TensorId tensor, int64_t base, std::vector<Term> steps, int64_t block_h,
-                         int64_t block_w, int64_t pitch, BufferId dst);
+  // A block.h x block.w block at tile base + sum(coef * var); block.pitch is the tile step between block rows.
+  StageId AddLoadBlockAt(std::string name, TensorId tensor, int64_t base, std::vector<Term> steps, BlockShape block,
+                         BufferId dst);
   // Any load pattern (indirect tiles, strided columns). An indirect index buffer becomes the stage's input.
   StageId AddLoadPattern(std::string name, TensorId tensor, AccessPattern pattern, BufferId dst);
   StageId AddStore(std::string name, TensorId tensor, std::vector<Term> steps, int64_t w_tiles, BufferId src);
-  StageId AddStoreBlock(std::string name, TensorId tensor, int64_t base, std::vector<Term> steps, int64_t block_h,
-                        int64_t block_w, int64_t pitch, BufferId src);
+  StageId AddStoreBlock(std::string name, TensorId tensor, int64_t base, std::vector<Term> steps, BlockShape block,
+                        BufferId src);
   StageId AddStorePattern(std::string name, TensorId tensor, AccessPattern pattern, BufferId src);
 
   // A Generic: ins[i] reads in_bufs[i] through maps[i].

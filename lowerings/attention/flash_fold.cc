@@ -148,9 +148,9 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // ── The prologue, once per item: the scaler, the query tile, and each row's limit.
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
   const BufferId q_in = t.AddBufferDeep("in_q", 1, head_t, precision);
-  t.AddLoadBlockAt("load_scaler", scaler, 0, {}, 1, 1, 1, sc_in);
+  t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
   // Item y is tile row y / per_row, head y mod per_row of the dense queries: linear tile y * head_t.
-  t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, head_t}}, 1, head_t, width_t, q_in);
+  t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, head_t}}, {.w = head_t, .pitch = width_t}, q_in);
   ASSIGN_OR_RETURN(FoldMask mask, AddRowLimits(t, names, g, fi, nb, ix));
 
   // The carried state, and its first page: the empty softmax (m = MASKED, s = 0, O = 0) — or, with sinks, each row's
@@ -167,7 +167,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     const TensorId sinks = t.AddTensor(absl::StrCat(names.out, "__flash_sinks"), TensorRole::kInput, 1, fi.items * tw,
                                        precision, TensorInit::External());
     const BufferId sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
-    t.AddLoadBlockAt("load_sinks", sinks, 0, {{LoopVar::kItemY, 1}}, 1, 1, 1, sk_in);
+    t.AddLoadBlockAt("load_sinks", sinks, 0, {{LoopVar::kItemY, 1}}, {}, sk_in);
     // Row r's sink is element r of the item's tile.
     t.AddGeneric("init_max", HeadSpace(tr, tw), {sk_in}, {Terms({{LoopVar::kRow, 1}})}, IdentMap(w1), Op(0), m_run);
   }
@@ -268,7 +268,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);
     t.AddGeneric(part("normalize", j), HeadSpace(tr, vt * tw), {o_runs[j], s_run}, {IdentMap(wd), PerRowMap(w1)},
                  IdentMap(wd), Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
-    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, part_t}}, 1, vt, out_width_t, out);
+    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, part_t}}, {.w = vt, .pitch = out_width_t}, out);
   }
   WireFirstReaders(t);
 
@@ -278,13 +278,15 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     const int64_t qt = y / fi.per_row;
     const int64_t h = y % fi.per_row;
     const int64_t kv_head = g.grouped ? y : g.q.kv_of(h);
-    items.push_back(WorkItem{y, y, kv_head, TileRect{qt, h * part_t, 1, part_t}});
+    items.push_back(WorkItem{.id = y, .y = y, .x = kv_head, .out = TileRect{.row0_t = qt, .col0_t = h * part_t,
+                                                                            .w_t = part_t}});
   }
   // ★ THE BLOCKS RUN TO THE POSITION. Query row r sees the positions below P + r, so no row reads a block past
   // ceil((P + T - 1) / tile): every later block is masked whole, its update the identity. That count is the fold's
   // trip, read from P before the program runs, admitting exactly the P the guard does, 1 <= P <= rows - (T - 1).
   if (mask.position && mask.counted) {
-    t.SetTrip(Trip{*mask.position, 0, 1, BoundMax(g.rows, g.q.rows), g.q.rows - 1, tr}, nb);
+    t.SetTrip(Trip{.tensor = *mask.position, .elem = 0, .lo = 1, .hi = BoundMax(g.rows, g.q.rows),
+                   .bias = g.q.rows - 1, .per = tr}, nb);
   }
   std::string values;
   if (g.v_part) {
@@ -294,7 +296,8 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   }
   // ★ THE BLOCKS ARE THE CONTRACTION'S K BLOCKS: an item's result is one tile row of the dense result; the cache's
   // ceil(l / tile) blocks are what it folds over.
-  t.SetPlan(BlockPlan{1, part_t, fi.tiles_q, fi.per_row, nb, 1, 1, part_t, 1, false});
+  t.SetPlan(BlockPlan{.per_site_n = part_t, .grid_y = fi.tiles_q, .grid_x = fi.per_row, .num_blocks = nb,
+                      .osw = part_t});
   return FinishSection(
       t, absl::StrCat(std::string(tag), "_flash_blocks_", fi.items, "x", g.hd, values, "_l", g.l, "_b", tr),
       std::move(items), acc, ApproxIn("attention", precision), target);

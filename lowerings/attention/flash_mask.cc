@@ -56,7 +56,7 @@ absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, 
       const TensorId pt = t.AddTensor(pos.name, TensorRole::kInput, 1, 1, ix, std::move(init));
       m.position = pt;
       const BufferId p_in = t.AddBufferDeep(absl::StrCat("in_", pos.name), 1, 1, ix);
-      t.AddLoadBlockAt(absl::StrCat("load_", pos.name), pt, 0, {}, 1, 1, 1, p_in);
+      t.AddLoadBlockAt(absl::StrCat("load_", pos.name), pt, 0, {}, {}, p_in);
       // `1 <= P <= rows - (T - 1)`, in two guards: P itself is first admitted in [0, bound] so that P - 1 cannot
       // leave the index integer, then P - 1 in [0, bound). A P outside faults here, naming the stage and the value,
       // before any block is read — the same P the trip admits.
@@ -77,7 +77,7 @@ absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, 
       const TensorId tiles_t = t.AddTensor(absl::StrCat(names.out, "__flash_tile_rows"), TensorRole::kParam, 1,
                                            fi.items * tw, ix, TensorInit::Values(std::move(tile_rows)));
       const BufferId q_row = t.AddBufferDeep("in_tile_row", 1, 1, ix);
-      t.AddLoadBlockAt("load_tile_row", tiles_t, 0, {{LoopVar::kItemY, 1}}, 1, 1, 1, q_row);
+      t.AddLoadBlockAt("load_tile_row", tiles_t, 0, {{LoopVar::kItemY, 1}}, {}, q_row);
       ins.push_back(q_row);
       maps.push_back(Fixed(0));
       const Body q_row_op = Op(static_cast<int>(ins.size()) - 1);
@@ -86,7 +86,7 @@ absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, 
       const TensorId row_index = t.AddTensor(absl::StrCat(names.out, "__flash_row_index"), TensorRole::kParam, tr, tw,
                                              ix, TensorInit::Values(std::move(index)));
       const BufferId r_in = t.AddBufferDeep("in_row_index", 1, 1, ix);
-      t.AddLoadBlockAt("load_row_index", row_index, 0, {}, 1, 1, 1, r_in);
+      t.AddLoadBlockAt("load_row_index", row_index, 0, {}, {}, r_in);
       ins.push_back(r_in);
       maps.push_back(PerRowMap(w1));
       const Body r_op = Op(static_cast<int>(ins.size()) - 1);

@@ -36,18 +36,21 @@ absl::StatusOr<Composition> Regroup(const OperandRef& q_op, const std::string& g
   const TensorId gq = t.AddTensor(grouped_q, TensorRole::kOutput, kv * tr, g.hd, precision, TensorInit::Zero());
   const BufferId in = t.AddBufferDeep("in_heads", pages, heads_t, precision);
   const BufferId out = t.AddBufferDeep("out", pages, head_t, precision);
-  const StageId load = t.AddLoadBlockAt("load_heads", q, 0, {{LoopVar::kItemY, heads_t}}, 1, heads_t, row_t, in);
+  const StageId load = t.AddLoadBlockAt("load_heads", q, 0, {{LoopVar::kItemY, heads_t}},
+                                        {.w = heads_t, .pitch = row_t}, in);
   // The rows past the group are zero: lazily, so they read nothing of the page.
   const StageId s =
       t.AddGeneric("regroup", HeadSpace(tr, g.hd), {in}, {Map2(0, g.hd, 1)}, IdentMap(t.PageWidth(head_t)),
                    Select(Pred::Lt(LoopVar::kRow, group), Op(0), Const(0.0)), out);
-  const StageId st = t.AddStoreBlock("store_groups", gq, 0, {{LoopVar::kItemY, head_t}}, 1, head_t, head_t, out);
+  const StageId st = t.AddStoreBlock("store_groups", gq, 0, {{LoopVar::kItemY, head_t}}, {.w = head_t, .pitch = head_t},
+                                     out);
   t.AddEdge(load, in, s);
   t.AddEdge(s, out, st);
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a grouped decode of ", kv, " K/V heads"), kv));
   std::vector<WorkItem> items;
-  for (int64_t x = 0; x < kv; ++x) items.push_back(WorkItem{x, x, 0, TileRect{x, 0, 1, head_t}});
-  t.SetPlan(BlockPlan{1, head_t, kv, 1, 1, 1, 1, head_t, 1, false});
+  for (int64_t x = 0; x < kv; ++x) items.push_back(WorkItem{.id = x, .y = x, .x = 0, .out = TileRect{.row0_t = x,
+                                                                                                     .w_t = head_t}});
+  t.SetPlan(BlockPlan{.per_site_n = head_t, .grid_y = kv, .osw = head_t});
   return FinishSection(t, absl::StrCat(std::string(tag), "_gqa_groups_", kv, "x", group), std::move(items),
                        AccFor(precision), NumericsClaim::Exact(), target);
 }

@@ -46,8 +46,8 @@ absl::StatusOr<Composition> RelayoutDensePicksToRows(const OperandRef& from, con
                                      TensorInit::Values(std::move(at)));
   const BufferId row_in = t.AddBufferDeep("in_row", 1, 1, ix);
   const BufferId in_tile = t.AddBufferDeep("in_tile_row", 1, 1, ix);
-  const StageId l_row = t.AddLoadBlockAt("load_row", table, 0, {{LoopVar::kItemY, 2}}, 1, 1, 1, row_in);
-  const StageId l_in = t.AddLoadBlockAt("load_in_tile_row", table, 1, {{LoopVar::kItemY, 2}}, 1, 1, 1, in_tile);
+  const StageId l_row = t.AddLoadBlockAt("load_row", table, 0, {{LoopVar::kItemY, 2}}, {}, row_in);
+  const StageId l_in = t.AddLoadBlockAt("load_in_tile_row", table, 1, {{LoopVar::kItemY, 2}}, {}, in_tile);
   const BufferId page = t.AddBuffer("in_tile_rows", blk, dt);
   // The index page has one reader, the gather: a FIFO the movement engine retires.
   const AccessPattern gather{TileAddr{0, {{LoopVar::kItemX, blk}}, IndirectTile{row_in, row_t, 0, tiles_r - 1}}, 1, blk,
@@ -60,13 +60,14 @@ absl::StatusOr<Composition> RelayoutDensePicksToRows(const OperandRef& from, con
   const StageId s = t.AddGeneric("lift_row", FlatSpace(w), {page, in_tile}, {lift, Fixed(0)}, IdentMap(w), Op(0), out);
   t.AddEdge(l_page, page, s);
   t.AddEdge(l_in, in_tile, s);
-  const StageId st = t.AddStoreBlock("store_row", dst, 0, {{LoopVar::kItemY, row_t}, {LoopVar::kItemX, blk}}, 1, blk,
-                                     flat_rows * row_t, out);
+  const StageId st = t.AddStoreBlock("store_row", dst, 0, {{LoopVar::kItemY, row_t}, {LoopVar::kItemX, blk}},
+                                     {.w = blk, .pitch = flat_rows * row_t}, out);
   t.AddEdge(s, out, st);
   std::vector<WorkItem> items;
   for (int64_t y = 0; y < flat_rows; ++y) {
     for (int64_t b = 0; b < row_t / blk; ++b) {
-      items.push_back(WorkItem{static_cast<int64_t>(items.size()), y, b, TileRect{0, y * row_t + b * blk, 1, blk}});
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = b,
+                               .out = TileRect{.col0_t = y * row_t + b * blk, .w_t = blk}});
     }
   }
   bool identity = flat_rows == rows;
@@ -74,7 +75,7 @@ absl::StatusOr<Composition> RelayoutDensePicksToRows(const OperandRef& from, con
   const std::string name = identity ? absl::StrCat("relayout_rows_", rows, "x", cols)
                                     : absl::StrCat("relayout_rows_", flat_rows, "_of_", rows, "x", cols);
   // The grid counts the flat result's blocks: one tile row of every row's segments.
-  t.SetPlan(BlockPlan{1, blk, 1, flat_rows * (row_t / blk), 1, 1, 1, blk, 1, false});
+  t.SetPlan(BlockPlan{.per_site_n = blk, .grid_x = flat_rows * (row_t / blk), .osw = blk});
   return FinishSection(t, name, std::move(items), AccFor(dt), NumericsClaim::Exact(), target);
 }
 

@@ -23,7 +23,8 @@ std::vector<WorkItem> RelayoutItems(int64_t tiles_r, int64_t row_t, int64_t blk,
   std::vector<WorkItem> items;
   for (int64_t r = 0; r < tiles_r; ++r) {
     for (int64_t b = 0; b < row_t / blk; ++b) {
-      items.push_back(WorkItem{static_cast<int64_t>(items.size()), r, b, TileRect{r0 + r, b * blk, 1, blk}});
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = r, .x = b,
+                               .out = TileRect{.row0_t = r0 + r, .col0_t = b * blk, .w_t = blk}});
     }
   }
   return items;
@@ -74,11 +75,13 @@ absl::StatusOr<Composition> TiledSection(const OperandRef& from, const std::stri
   const BufferId out = t.AddBuffer("out", blk, dt);
   // The h flat rows' blk-tile segments, row_t tiles apart, side by side in one page.
   const StageId load = t.AddLoadBlockAt("load_rows", d.src, first * row_t,
-                                        {{LoopVar::kItemY, tr * row_t}, {LoopVar::kItemX, blk}}, h, blk, row_t, in);
+                                        {{LoopVar::kItemY, tr * row_t}, {LoopVar::kItemX, blk}}, {.h = h, .w = blk,
+                                        .pitch = row_t}, in);
   const StageId s = t.AddGeneric("relayout", TileSpace(tr, w), {in}, {IdentMap(w)}, IdentMap(w),
                                  Below(LoopVar::kRow, h, Op(0)), out);
-  const StageId st = t.AddStoreBlock("store_dense", d.dst, r0 * row_t, {{LoopVar::kItemY, row_t}, {LoopVar::kItemX, blk}},
-                                     1, blk, row_t, out);
+  const StageId st = t.AddStoreBlock("store_dense", d.dst, r0 * row_t,
+                                     {{LoopVar::kItemY, row_t}, {LoopVar::kItemX, blk}}, {.w = blk,
+                                     .pitch = row_t}, out);
   t.AddEdge(load, in, s);
   t.AddEdge(s, out, st);
   t.SetPlan(RelayoutPlan(tiles_r, row_t, blk, part));
@@ -118,11 +121,13 @@ absl::StatusOr<Composition> NarrowSection(const OperandRef& from, const std::str
   ASSIGN_OR_RETURN(const Declared d, Declare(t, from, to, rows, cols, dt, part));
   const BufferId in = t.AddBuffer("in_rows", n_t, dt);
   const BufferId out = t.AddBuffer("out", row_t, dt);
-  const StageId load = t.AddLoadBlockAt("load_rows", d.src, r0 * run_t, {{LoopVar::kItemY, run_t}}, 1, n_t, n_t, in);
+  const StageId load = t.AddLoadBlockAt("load_rows", d.src, r0 * run_t, {{LoopVar::kItemY, run_t}},
+                                        {.w = n_t, .pitch = n_t}, in);
   const int64_t w = t.PageWidth(row_t);
   const StageId s = t.AddGeneric("relayout", TileSpace(tr, w), {in}, {Map2(0, cols, 1)}, IdentMap(w),
                                  Below(LoopVar::kRow, h, Below(LoopVar::kCol, cols, Op(0))), out);
-  const StageId st = t.AddStoreBlock("store_dense", d.dst, r0 * row_t, {{LoopVar::kItemY, row_t}}, 1, row_t, row_t, out);
+  const StageId st = t.AddStoreBlock("store_dense", d.dst, r0 * row_t, {{LoopVar::kItemY, row_t}},
+                                     {.w = row_t, .pitch = row_t}, out);
   t.AddEdge(load, in, s);
   t.AddEdge(s, out, st);
   t.SetPlan(RelayoutPlan(tiles_r, row_t, row_t, part));
@@ -193,7 +198,7 @@ absl::StatusOr<Composition> RelayoutSmallDenseToRows(const OperandRef& from, con
   const TensorId dst = t.AddTensor(to, TensorRole::kOutput, 1, rows * cols, dt, TensorInit::Zero());
   const BufferId in = t.AddBuffer("in_dense", row_t, dt);
   const BufferId out = t.AddBuffer("out", n_t, dt);
-  const StageId load = t.AddLoadBlockAt("load_dense", src, 0, {}, 1, row_t, row_t, in);
+  const StageId load = t.AddLoadBlockAt("load_dense", src, 0, {}, {.w = row_t, .pitch = row_t}, in);
   const int64_t w = t.PageWidth(row_t);
   // Flat element C = y*cols + c of row y's band is plane offset C + y*(W - cols) = y*W + c: one slot per row.
   std::vector<BufferId> ins;
@@ -206,13 +211,14 @@ absl::StatusOr<Composition> RelayoutSmallDenseToRows(const OperandRef& from, con
   }
   const StageId s = t.AddGeneric("relayout", FlatSpace(rows * cols), std::move(ins), std::move(maps),
                                  IdentMap(t.PageWidth(n_t)), Banded(bands), out);
-  const StageId st = t.AddStoreBlock("store_rows", dst, 0, {}, 1, n_t, n_t, out);
+  const StageId st = t.AddStoreBlock("store_rows", dst, 0, {}, {.w = n_t, .pitch = n_t}, out);
   t.AddEdge(load, in, s);
   t.AddEdge(s, out, st);
   BlockPlan plan = TileRowPlan(n_t, n_t);
   plan.grid_y = plan.grid_x = 1;
   t.SetPlan(plan);
-  return FinishSection(t, absl::StrCat("relayout_rows_", rows, "x", cols), {WorkItem{0, 0, 0, TileRect{0, 0, 1, n_t}}},
+  return FinishSection(t, absl::StrCat("relayout_rows_", rows, "x", cols), {WorkItem{.id = 0, .y = 0, .x = 0,
+                                                                                     .out = TileRect{.w_t = n_t}}},
                        acc, NumericsClaim::Exact(), target);
 }
 

@@ -28,7 +28,7 @@ ElemAccess RowsMap(int64_t base, int64_t stride) { return Map2(base, stride, 1);
 
 // The seed's tile_row_plan(row_t, blk, dt) over a (rows_t, n_b) grid.
 BlockPlan TileRowPlan(int64_t grid_y, int64_t grid_x, int64_t blk) {
-  return BlockPlan{1, blk, grid_y, grid_x, 1, 1, 1, blk, 1, false};
+  return BlockPlan{.per_site_n = blk, .grid_y = grid_y, .grid_x = grid_x, .osw = blk};
 }
 
 struct Geometry {
@@ -48,8 +48,9 @@ TensorId RingTensor(Template& t, const Geometry& g, const std::string& name, Ten
 
 // The item's page of the ring: its column block of tile row 0 (matrix), or the whole flat ring.
 StageId RingPage(Template& t, const Geometry& g, const std::string& name, TensorId tensor, BufferId into) {
-  if (g.matrix_ring) return t.AddLoadBlockAt(name, tensor, 0, {{LoopVar::kItemX, g.blk}}, 1, g.blk, g.cols_t, into);
-  return t.AddLoadBlockAt(name, tensor, 0, {}, 1, g.ring_t, g.ring_t, into);
+  if (g.matrix_ring) return t.AddLoadBlockAt(name, tensor, 0, {{LoopVar::kItemX, g.blk}},
+                                             {.w = g.blk, .pitch = g.cols_t}, into);
+  return t.AddLoadBlockAt(name, tensor, 0, {}, {.w = g.ring_t, .pitch = g.ring_t}, into);
 }
 
 // ★ THE HALO IS THE ONLY NON-UNIFORM READ, AND ITS SOURCE IS DATA. Output row y of tile row R reads window row
@@ -85,9 +86,9 @@ absl::StatusOr<Composition> Outputs(const Geometry& g, const std::vector<Operand
   const BufferId w_in = t.AddBuffer("in_weight", g.ring_tiles, g.dt);
   const BufferId prev_in = t.AddBuffer("in_previous_row", 1, ix);
   const BufferId halo_in = t.AddBuffer("in_halo", 1, ix);
-  const StageId l_c = t.AddLoadBlockAt("load_rows", xt, 0, {{LoopVar::kItemY, g.cols_t}, {LoopVar::kItemX, g.blk}}, 1,
-                                       g.blk, g.cols_t, c_in);
-  const StageId l_prev = t.AddLoadBlockAt("load_previous_row", prev_rows, 0, {{LoopVar::kItemY, 1}}, 1, 1, 1, prev_in);
+  const StageId l_c = t.AddLoadBlockAt("load_rows", xt, 0, {{LoopVar::kItemY, g.cols_t}, {LoopVar::kItemX, g.blk}},
+                                       {.w = g.blk, .pitch = g.cols_t}, c_in);
+  const StageId l_prev = t.AddLoadBlockAt("load_previous_row", prev_rows, 0, {{LoopVar::kItemY, 1}}, {}, prev_in);
   // The previous tile row of X, addressed by the table: row R − 1 (row 0 for the first, which reads the ring instead).
   AccessPattern prev_pattern{
       TileAddr{0, {{LoopVar::kItemX, g.blk}}, IndirectTile{prev_in, g.cols_t, 0, g.rows_t - 1}}, 1, g.blk, 1, g.cols_t};
@@ -95,7 +96,7 @@ absl::StatusOr<Composition> Outputs(const Geometry& g, const std::vector<Operand
   t.AddEdge(l_prev, prev_in, l_p);
   const StageId l_ring = RingPage(t, g, "load_ring", cst, ring_in);
   const StageId l_w = RingPage(t, g, "load_weight", wt, w_in);
-  const StageId l_halo = t.AddLoadBlockAt("load_halo", halo, 0, {{LoopVar::kItemY, 1}}, 1, 1, 1, halo_in);
+  const StageId l_halo = t.AddLoadBlockAt("load_halo", halo, 0, {{LoopVar::kItemY, 1}}, {}, halo_in);
   std::vector<BufferId> ins{halo_in};
   std::vector<ElemAccess> maps{Fixed(0)};
   auto slot = [&](BufferId b, ElemAccess m) {
@@ -120,13 +121,14 @@ absl::StatusOr<Composition> Outputs(const Geometry& g, const std::vector<Operand
   for (auto [from, buf] : {std::pair{l_c, c_in}, {l_p, p_in}, {l_ring, ring_in}, {l_w, w_in}, {l_halo, halo_in}}) {
     t.AddEdge(from, buf, s);
   }
-  const StageId st = t.AddStoreBlock("store_y", yt, 0, {{LoopVar::kItemY, g.cols_t}, {LoopVar::kItemX, g.blk}}, 1,
-                                     g.blk, g.cols_t, out_buf);
+  const StageId st = t.AddStoreBlock("store_y", yt, 0, {{LoopVar::kItemY, g.cols_t}, {LoopVar::kItemX, g.blk}},
+                                     {.w = g.blk, .pitch = g.cols_t}, out_buf);
   t.AddEdge(s, out_buf, st);
   std::vector<WorkItem> items;
   for (int64_t r = 0; r < g.rows_t; ++r) {
     for (int64_t b = 0; b < g.n_b; ++b) {
-      items.push_back(WorkItem{r * g.n_b + b, r, b, TileRect{r, b * g.blk, 1, g.blk}});
+      items.push_back(WorkItem{.id = r * g.n_b + b, .y = r, .x = b, .out = TileRect{.row0_t = r, .col0_t = b * g.blk,
+                                                                                    .w_t = g.blk}});
     }
   }
   t.SetPlan(TileRowPlan(g.rows_t, g.n_b, g.blk));
@@ -169,7 +171,7 @@ absl::StatusOr<Composition> Ring(const Geometry& g, const std::vector<OperandRef
       const BufferId b = t.AddBuffer(absl::StrCat("in_rows_", src.first), g.blk, g.dt);
       pages.push_back({src.first,
                        t.AddLoadBlockAt(absl::StrCat("load_rows_", src.first), xt, src.first * g.cols_t,
-                                        {{LoopVar::kItemX, g.blk}}, 1, g.blk, g.cols_t, b),
+                                        {{LoopVar::kItemX, g.blk}}, {.w = g.blk, .pitch = g.cols_t}, b),
                        b});
     }
   }
@@ -214,14 +216,16 @@ absl::StatusOr<Composition> Ring(const Geometry& g, const std::vector<OperandRef
   const StageId s = t.AddGeneric("ring_update", iters, ins, maps, IdentMap(out_w), body, out_buf);
   for (const Page& p : pages) t.AddEdge(p.load, p.buf, s);
   const StageId st = g.matrix_ring
-                         ? t.AddStoreBlock("store_ring", cst, 0, {{LoopVar::kItemX, g.blk}}, 1, g.blk, g.cols_t, out_buf)
-                         : t.AddStoreBlock("store_ring", cst, 0, {}, 1, g.ring_t, g.ring_t, out_buf);
+                         ? t.AddStoreBlock("store_ring", cst, 0, {{LoopVar::kItemX, g.blk}},
+                                           {.w = g.blk, .pitch = g.cols_t}, out_buf)
+                         : t.AddStoreBlock("store_ring", cst, 0, {}, {.w = g.ring_t, .pitch = g.ring_t}, out_buf);
   t.AddEdge(s, out_buf, st);
   // An item writes its column block of a matrix ring, or — flat — the whole ring.
   const int64_t ring_w = g.matrix_ring ? g.blk : g.ring_t;
   const int64_t n_items = g.matrix_ring ? g.n_b : 1;
   std::vector<WorkItem> items;
-  for (int64_t b = 0; b < n_items; ++b) items.push_back(WorkItem{b, 0, b, TileRect{0, b * ring_w, 1, ring_w}});
+  for (int64_t b = 0; b < n_items; ++b) items.push_back(WorkItem{.id = b, .y = 0, .x = b,
+                                                                 .out = TileRect{.col0_t = b * ring_w, .w_t = ring_w}});
   t.SetPlan(TileRowPlan(1, n_items, ring_w));
   return FinishSection(t, absl::StrCat("conv_ring_rows_", g.rows, "x", g.chan, "_taps", g.taps), std::move(items),
                        Precision::kFp32, NumericsClaim::Exact(), target);

@@ -145,11 +145,11 @@ absl::StatusOr<Composition> StepSection(const Step& c, int64_t r, int64_t pages)
   const BufferId ain = t.AddBufferDeep("in_a", 1, 1, p);
   const BufferId bin = t.AddBufferDeep("in_b", 1, 1, p);
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, p);
-  const StageId lk = t.AddLoadBlockAt("load_k", kt, r * qk_t, {{LoopVar::kItemY, nb}}, 1, nb, nb, kin);
-  const StageId lq = t.AddLoadBlockAt("load_q", qt, r * qk_t, {{LoopVar::kItemY, nb}}, 1, nb, nb, qin);
-  const StageId lv = t.AddLoadBlockAt("load_v", vt, r * v_t, head_steps(nb), 1, nb, nb, vin);
-  const StageId la = t.AddLoadBlockAt("load_a", alpha, (r / tr) * hv, head_steps(1), 1, 1, 1, ain);
-  const StageId lb = t.AddLoadBlockAt("load_b", beta, (r / tr) * hv, head_steps(1), 1, 1, 1, bin);
+  const StageId lk = t.AddLoadBlockAt("load_k", kt, r * qk_t, {{LoopVar::kItemY, nb}}, {.w = nb, .pitch = nb}, kin);
+  const StageId lq = t.AddLoadBlockAt("load_q", qt, r * qk_t, {{LoopVar::kItemY, nb}}, {.w = nb, .pitch = nb}, qin);
+  const StageId lv = t.AddLoadBlockAt("load_v", vt, r * v_t, head_steps(nb), {.w = nb, .pitch = nb}, vin);
+  const StageId la = t.AddLoadBlockAt("load_a", alpha, (r / tr) * hv, head_steps(1), {}, ain);
+  const StageId lb = t.AddLoadBlockAt("load_b", beta, (r / tr) * hv, head_steps(1), {}, bin);
   const StageId l_sc = t.AddLoad("load_scaler", ones, {}, 1, sc_in);
   const BufferId gin = t.AddBufferDeep("in_gn", pages, nb, p);
   const StageId lg = t.AddLoad("load_gn", gnt, {}, nb, gin);
@@ -171,7 +171,8 @@ absl::StatusOr<Composition> StepSection(const Step& c, int64_t r, int64_t pages)
   std::vector<Part> parts;
   for (int64_t j = 0; j < nb; ++j) {
     const BufferId sin = t.AddBufferDeep(absl::StrCat("in_s", j), 1, nb, p);
-    const StageId ls = t.AddLoadBlockAt(absl::StrCat("load_s", j), s_in, j * nb, head_steps(nb * nb), 1, nb, nb, sin);
+    const StageId ls = t.AddLoadBlockAt(absl::StrCat("load_s", j), s_in, j * nb, head_steps(nb * nb),
+                                        {.w = nb, .pitch = nb}, sin);
     const BufferId u = t.AddScratchDeep(absl::StrCat("u", j), 1, 1, acc);
     const BufferId w = t.AddScratchDeep(absl::StrCat("w", j), 1, 1, acc);
     const StageId s_u = matvec(absl::StrCat("gd_predict", j), sin, kin, u);
@@ -180,7 +181,8 @@ absl::StatusOr<Composition> StepSection(const Step& c, int64_t r, int64_t pages)
     const BufferId sout = t.AddBufferDeep(absl::StrCat("out_s", j), pages, nb, p);
     Body coef = Mul(Op(3), Sub(Op(4), Mul(Op(2), Op(5))));
     const StageId s_upd = t.AddGeneric(
-        absl::StrCat("gd_update", j), {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kCol, d, IterKind::kParallel}},
+        absl::StrCat("gd_update", j), {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kCol, d,
+                                                                                  IterKind::kParallel}},
         {sin, kin, ain, bin, vin, u},
         {Map2(0, d, 1), column, scalar, scalar, ElemAccess{j * tw, {{LoopVar::kRow, 1}}, std::nullopt}, down},
         Map2(0, d, 1), Add(Mul(Op(2), Op(0)), Mul(coef, Op(1))), sout);
@@ -229,7 +231,7 @@ absl::StatusOr<Composition> StepSection(const Step& c, int64_t r, int64_t pages)
   std::vector<std::pair<StageId, BufferId>> zins;
   for (int64_t j = 0; j < nb; ++j) {
     const BufferId zb = t.AddBufferDeep(absl::StrCat("in_z", j), 1, 1, p);
-    zins.push_back({t.AddLoadBlockAt(absl::StrCat("load_z", j), zt, r * v_t + j, head_steps(nb), 1, 1, 1, zb), zb});
+    zins.push_back({t.AddLoadBlockAt(absl::StrCat("load_z", j), zt, r * v_t + j, head_steps(nb), {}, zb), zb});
   }
   // y = o · inv · GN · gate(z) — the gate read through per-a-block tiles, banded back together.
   std::vector<BufferId> g_ins{ovec, inv, gin};
@@ -244,7 +246,7 @@ absl::StatusOr<Composition> StepSection(const Step& c, int64_t r, int64_t pages)
   const StageId s_out = t.AddGeneric("gd_gate", FlatSpace(w), g_ins, g_maps, IdentMap(w), Banded(bands), ob);
   // Where the head's strip of row r sits in the flat output.
   const int64_t y_col = r * v_t;
-  const StageId store = t.AddStoreBlock("store_y", y, y_col, head_steps(nb), 1, nb, nb, ob);
+  const StageId store = t.AddStoreBlock("store_y", y, y_col, head_steps(nb), {.w = nb, .pitch = nb}, ob);
   t.AddEdge(s_o, ovec, s_sq);
   t.AddEdge(s_sq, sq, s_sum);
   t.AddEdge(s_sum, ssum, s_inv);
@@ -255,14 +257,15 @@ absl::StatusOr<Composition> StepSection(const Step& c, int64_t r, int64_t pages)
   // The updated a-blocks leave last: the output's store is the section's result (its strips are the items' rects),
   // and nothing after an a-block's update reads its page but its store.
   for (const Part& part : parts) {
-    const StageId st_s = t.AddStoreBlock(absl::StrCat("store_s", part.j), s_next, part.j * nb, head_steps(nb * nb), 1,
-                                         nb, nb, part.sout);
+    const StageId st_s = t.AddStoreBlock(absl::StrCat("store_s", part.j), s_next, part.j * nb, head_steps(nb * nb),
+                                         {.w = nb, .pitch = nb}, part.sout);
     t.AddEdge(part.update, part.sout, st_s);
   }
   // One item per v-head, coordinate (kh, g). The item's RECT is its strip of the output, the step's result; the
   // memory's nb x nb square it also writes is covered by the tiles its stores address.
   std::vector<WorkItem> items;
-  for (int64_t h = 0; h < hv; ++h) items.push_back(WorkItem{h, h % hk, h / hk, TileRect{0, y_col + h * nb, 1, nb}});
+  for (int64_t h = 0; h < hv; ++h) items.push_back(WorkItem{.id = h, .y = h % hk, .x = h / hk,
+                                                            .out = TileRect{.col0_t = y_col + h * nb, .w_t = nb}});
   const std::string tag = rows == 1 ? "" : absl::StrCat("_row", r);
   return FinishSection(t, absl::StrCat("gd_step_", hv, "x", d, tag), std::move(items), Precision::kFp32,
                        ApproxIn("gated-delta step", p), c.target);

@@ -108,14 +108,14 @@ class Chunked {
 
   std::vector<WorkItem> HeadItems(const std::function<TileRect(int64_t)>& rect) const {
     std::vector<WorkItem> items;
-    for (int64_t h = 0; h < hv_; ++h) items.push_back(WorkItem{h, h % hk_, h / hk_, rect(h)});
+    for (int64_t h = 0; h < hv_; ++h) items.push_back(WorkItem{.id = h, .y = h % hk_, .x = h / hk_, .out = rect(h)});
     return items;
   }
   std::vector<WorkItem> TileItems() const {
-    return HeadItems([](int64_t h) { return TileRect{0, h, 1, 1}; });
+    return HeadItems([](int64_t h) { return TileRect{.col0_t = h}; });
   }
   std::vector<WorkItem> StripItems() const {
-    return HeadItems([this](int64_t h) { return TileRect{0, h * nb_, 1, nb_}; });
+    return HeadItems([this](int64_t h) { return TileRect{.col0_t = h * nb_, .w_t = nb_}; });
   }
 
   // A constant tr x tw tile "{out}__gd_{what}": the masks' row and column bounds, the causal mask, the identity.
@@ -149,7 +149,7 @@ class Chunked {
   }
   // A tile of a per-chunk tensor for the item's head.
   StageId LoadTile(Template& t, const std::string& name, TensorId tensor, BufferId into, int64_t base = 0) const {
-    return t.AddLoadBlockAt(name, tensor, base, HeadSteps(1), 1, 1, hv_, into);
+    return t.AddLoadBlockAt(name, tensor, base, HeadSteps(1), {.pitch = hv_}, into);
   }
   absl::StatusOr<Composition> Finish(Template& t, const std::string& what, int64_t c,
                                      std::vector<WorkItem> items) const {
@@ -180,9 +180,10 @@ class Chunked {
     const StageId s = t.AddGeneric("gd_log_decay", Contract(tr_, tw_, tr_), {lin, ain},
                                    {M({{LoopVar::kRow, w1_}, {LoopVar::kK, 1}}), M({{LoopVar::kK, w1_}, {LoopVar::kCol, 1}})},
                                    IdentMap(w1_),
-                                   Select(Pred::Lt(LoopVar::kK, cc), Mul(Op(0), Unary(SfpuKind::Ln(), Op(1))), Const(0.0)),
+                                   Select(Pred::Lt(LoopVar::kK, cc), Mul(Op(0), Unary(SfpuKind::Ln(), Op(1))),
+                                          Const(0.0)),
                                    gout);
-    const StageId st = t.AddStoreBlock("store_g", g, 0, HeadSteps(1), 1, 1, hv_, gout);
+    const StageId st = t.AddStoreBlock("store_g", g, 0, HeadSteps(1), {.pitch = hv_}, gout);
     t.AddEdge(ll, lin, s);
     t.AddEdge(la, ain, s);
     t.AddEdge(s, gout, st);
@@ -202,7 +203,7 @@ class Chunked {
     const StageId s2 = t.AddGeneric("gd_log_ratio", Contract(tr_, tw_, tr_), {ain2, cin, rin},
                                     {M({{LoopVar::kK, w1_}}), IdentMap(w1_), IdentMap(w1_)}, IdentMap(w1_), within,
                                     lgout);
-    const StageId st2 = t.AddStoreBlock("store_lg", lg, 0, HeadSteps(1), 1, 1, hv_, lgout);
+    const StageId st2 = t.AddStoreBlock("store_lg", lg, 0, HeadSteps(1), {.pitch = hv_}, lgout);
     t.AddEdge(la2, ain2, s2);
     t.AddEdge(lc, cin, s2);
     t.AddEdge(lr, rin, s2);
@@ -228,8 +229,10 @@ class Chunked {
       const BufferId gin = t.AddBuffer(absl::StrCat("in_", what, "_lg"), 1, p_);
       const BufferId rin = t.AddBuffer(absl::StrCat("in_", what, "_r"), 1, p_);
       std::vector<std::pair<StageId, BufferId>> loads{
-          {t.AddLoadBlockAt(absl::StrCat("load_", what, "_l"), left, c * qk_t_, KSteps(), 1, nb_, qk_t_, lin), lin},
-          {t.AddLoadBlockAt(absl::StrCat("load_", what, "_k"), k, c * qk_t_, KSteps(), 1, nb_, qk_t_, kin), kin},
+          {t.AddLoadBlockAt(absl::StrCat("load_", what, "_l"), left, c * qk_t_, KSteps(), {.w = nb_, .pitch = qk_t_},
+                            lin), lin},
+          {t.AddLoadBlockAt(absl::StrCat("load_", what, "_k"), k, c * qk_t_, KSteps(), {.w = nb_, .pitch = qk_t_},
+                            kin), kin},
           {LoadTile(t, absl::StrCat("load_", what, "_lg"), lg, gin), gin},
           {t.AddLoad(absl::StrCat("load_", what, "_r"), strict ? r0 : r1, {}, 1, rin), rin}};
       // 0:left_t[b]  1:k_i[b]  2:LG[t, i]  3:the mask's row bound  (4:β_t)
@@ -247,7 +250,7 @@ class Chunked {
       const BufferId out = t.AddBuffer(what, 1, p_);
       const StageId s = t.AddGeneric(absl::StrCat("gd_", what), Contract(tr_, tw_, d_), ins, maps, IdentMap(w1_),
                                      Select(Pred::LtOperand(LoopVar::kCol, 3), value, Const(0.0)), out);
-      const StageId st = t.AddStoreBlock(absl::StrCat("store_", what), out_t, 0, HeadSteps(1), 1, 1, hv_, out);
+      const StageId st = t.AddStoreBlock(absl::StrCat("store_", what), out_t, 0, HeadSteps(1), {.pitch = hv_}, out);
       for (const auto& [l, b] : loads) t.AddEdge(l, b, s);
       t.AddEdge(s, out, st);
     };
@@ -273,7 +276,7 @@ class Chunked {
       const BufferId out = t.AddBuffer("p_sq", 1, p_);
       const StageId s = t.AddGeneric("gd_square", Contract(tr_, tw_, tr_), {pin, pin2}, product, IdentMap(w1_),
                                      Mul(Op(0), Op(1)), out);
-      const StageId st = t.AddStoreBlock("store_p", dst, 0, HeadSteps(1), 1, 1, hv_, out);
+      const StageId st = t.AddStoreBlock("store_p", dst, 0, HeadSteps(1), {.pitch = hv_}, out);
       t.AddEdge(lp, pin, s);
       t.AddEdge(lp2, pin2, s);
       t.AddEdge(s, out, st);
@@ -311,7 +314,7 @@ class Chunked {
       t.AddEdge(s1, xp, last);
       t.AddEdge(lx2, xin2, last);
     }
-    const StageId st = t.AddStoreBlock("store_x", x_out, 0, HeadSteps(1), 1, 1, hv_, out);
+    const StageId st = t.AddStoreBlock("store_x", x_out, 0, HeadSteps(1), {.pitch = hv_}, out);
     t.AddEdge(last, out, st);
     return Finish(t, absl::StrCat("solve", j), c, TileItems());
   }
@@ -334,8 +337,8 @@ class Chunked {
       std::vector<std::pair<StageId, BufferId>> loads{
           {LoadTile(t, absl::StrCat("load_", what, "_x"), x, xin), xin},
           {LoadTile(t, absl::StrCat("load_", what, "_b"), bt, bin, c * hv_), bin},
-          {t.AddLoadBlockAt(absl::StrCat("load_", what, "_r"), right, right_base, std::move(right_steps), 1, nb_,
-                            right_stride, rin),
+          {t.AddLoadBlockAt(absl::StrCat("load_", what, "_r"), right, right_base, std::move(right_steps),
+                            {.w = nb_, .pitch = right_stride}, rin),
            rin}};
       std::vector<BufferId> ins{xin, bin, rin};
       std::vector<ElemAccess> maps{M({{LoopVar::kRow, w1_}, {LoopVar::kK, 1}}), M({{LoopVar::kK, w1_}}),
@@ -351,7 +354,8 @@ class Chunked {
       const BufferId out = t.AddBufferDeep(what, 1, nb_, p_);
       const StageId s =
           t.AddGeneric(absl::StrCat("gd_", what), Contract(tr_, wd_, tr_), ins, maps, IdentMap(wd_), value, out);
-      const StageId st = t.AddStoreBlock(absl::StrCat("store_", what), out_t, 0, HeadSteps(nb_), 1, nb_, v_t_, out);
+      const StageId st = t.AddStoreBlock(absl::StrCat("store_", what), out_t, 0, HeadSteps(nb_),
+                                         {.w = nb_, .pitch = v_t_}, out);
       for (const auto& [l, b] : loads) t.AddEdge(l, b, s);
       t.AddEdge(s, out, st);
     };
@@ -388,10 +392,11 @@ class Chunked {
       const BufferId win = t.AddBufferDeep(absl::StrCat("in_w", j), 1, nb_, p_);
       const BufferId sin = t.AddBufferDeep(absl::StrCat("in_s", j), 1, nb_, p_);
       const BufferId uin = t.AddBuffer(absl::StrCat("in_u", j), 1, p_);
-      const StageId lw = t.AddLoadBlockAt(absl::StrCat("load_w", j), w, 0, HeadSteps(nb_), 1, nb_, v_t_, win);
+      const StageId lw = t.AddLoadBlockAt(absl::StrCat("load_w", j), w, 0, HeadSteps(nb_), {.w = nb_, .pitch = v_t_},
+                                          win);
       const StageId ls =
-          t.AddLoadBlockAt(absl::StrCat("load_s", j), st, j * nb_, HeadSteps(nb_ * nb_), 1, nb_, nb_, sin);
-      const StageId lu = t.AddLoadBlockAt(absl::StrCat("load_u", j), u, j, HeadSteps(nb_), 1, 1, v_t_, uin);
+          t.AddLoadBlockAt(absl::StrCat("load_s", j), st, j * nb_, HeadSteps(nb_ * nb_), {.w = nb_, .pitch = nb_}, sin);
+      const StageId lu = t.AddLoadBlockAt(absl::StrCat("load_u", j), u, j, HeadSteps(nb_), {.pitch = v_t_}, uin);
       const BufferId ws = t.AddBuffer(absl::StrCat("ws", j), 1, p_);
       const StageId s1 = t.AddGeneric(absl::StrCat("gd_ws", j), Contract(tr_, tw_, d_), {win, sin},
                                       {M({{LoopVar::kRow, wd_}, {LoopVar::kK, 1}}),
@@ -408,7 +413,7 @@ class Chunked {
     }
     const BufferId strip = t.AddBufferDeep("d_strip", 1, nb_, p_);
     const StageId join = Join(t, "d_join", parts, strip);
-    const StageId sto = t.AddStoreBlock("store_d", dt, 0, HeadSteps(nb_), 1, nb_, v_t_, strip);
+    const StageId sto = t.AddStoreBlock("store_d", dt, 0, HeadSteps(nb_), {.w = nb_, .pitch = v_t_}, strip);
     t.AddEdge(join, strip, sto);
     return Finish(t, "delta", c, StripItems());
   }
@@ -434,11 +439,12 @@ class Chunked {
       const BufferId qkin = t.AddBuffer(absl::StrCat("in_qk", j), 1, p_);
       const BufferId din = t.AddBuffer(absl::StrCat("in_d", j), 1, p_);
       const BufferId gin = t.AddBuffer(absl::StrCat("in_g", j), 1, p_);
-      const StageId lq = t.AddLoadBlockAt(absl::StrCat("load_q", j), q, c * qk_t_, KSteps(), 1, nb_, qk_t_, qin);
+      const StageId lq = t.AddLoadBlockAt(absl::StrCat("load_q", j), q, c * qk_t_, KSteps(), {.w = nb_, .pitch = qk_t_},
+                                          qin);
       const StageId ls =
-          t.AddLoadBlockAt(absl::StrCat("load_s", j), st, j * nb_, HeadSteps(nb_ * nb_), 1, nb_, nb_, sin);
+          t.AddLoadBlockAt(absl::StrCat("load_s", j), st, j * nb_, HeadSteps(nb_ * nb_), {.w = nb_, .pitch = nb_}, sin);
       const StageId lqk = LoadTile(t, absl::StrCat("load_qk", j), qk, qkin);
-      const StageId ld = t.AddLoadBlockAt(absl::StrCat("load_d", j), dt, j, HeadSteps(nb_), 1, 1, v_t_, din);
+      const StageId ld = t.AddLoadBlockAt(absl::StrCat("load_d", j), dt, j, HeadSteps(nb_), {.pitch = v_t_}, din);
       const StageId lg = LoadTile(t, absl::StrCat("load_g", j), g, gin);
       const BufferId qs = t.AddBuffer(absl::StrCat("qs", j), 1, p_);
       const StageId s1 = t.AddGeneric(absl::StrCat("gd_qs", j), Contract(tr_, tw_, d_), {qin, sin},
@@ -478,7 +484,7 @@ class Chunked {
     const BufferId gin = t.AddBuffer("in_gn", nb_, p_);
     const BufferId zin = t.AddBufferDeep("in_z", 1, nb_, p_);
     const StageId lgn = t.AddLoad("load_gn", gn, {}, nb_, gin);
-    const StageId lz = t.AddLoadBlockAt("load_z", z, c * v_t_, HeadSteps(nb_), 1, nb_, v_t_, zin);
+    const StageId lz = t.AddLoadBlockAt("load_z", z, c * v_t_, HeadSteps(nb_), {.w = nb_, .pitch = v_t_}, zin);
     const BufferId ob = t.AddBufferDeep("out", 1, nb_, p_);
     const StageId gate =
         t.AddGeneric("gd_gate", TileSpace(tr_, wd_), {ovec, inv, gin, zin},
@@ -487,9 +493,10 @@ class Chunked {
     t.AddEdge(s_inv, inv, gate);
     t.AddEdge(lgn, gin, gate);
     t.AddEdge(lz, zin, gate);
-    const StageId sto = t.AddStoreBlock("store_o", y, c * v_t_, HeadSteps(nb_), 1, nb_, v_t_, ob);
+    const StageId sto = t.AddStoreBlock("store_o", y, c * v_t_, HeadSteps(nb_), {.w = nb_, .pitch = v_t_}, ob);
     t.AddEdge(gate, ob, sto);
-    return Finish(t, "out", c, HeadItems([this, c](int64_t h) { return TileRect{c, h * nb_, 1, nb_}; }));
+    return Finish(t, "out", c, HeadItems([this, c](int64_t h) { return TileRect{.row0_t = c, .col0_t = h * nb_,
+                                                                                .w_t = nb_}; }));
   }
 
   // ── The memory the chunk leaves: S_C[a, b] = e^{g_C} S₀[a, b] + Σ_t Δ[t, a] e^{g_C − g_t} k_t[b], per a-block.
@@ -506,7 +513,7 @@ class Chunked {
     const BufferId kin = t.AddBufferDeep("in_k", 1, nb_, p_);
     const BufferId lgin = t.AddBufferDeep("in_lg", 1, 1, p_);
     const BufferId gin = t.AddBufferDeep("in_g_c", 1, 1, p_);
-    const StageId lk = t.AddLoadBlockAt("load_k", k, c * qk_t_, KSteps(), 1, nb_, qk_t_, kin);
+    const StageId lk = t.AddLoadBlockAt("load_k", k, c * qk_t_, KSteps(), {.w = nb_, .pitch = qk_t_}, kin);
     const StageId llg = LoadTile(t, "load_lg", lg, lgin);
     const StageId lgc = LoadTile(t, "load_g_c", g, gin);
     // 0:Δ[t, a]  1:k_t[b]  2:LG[C − 1, t] = ln(γ_C / γ_t) — folded over the chunk's rows t.
@@ -522,9 +529,9 @@ class Chunked {
     for (int64_t j = 0; j < nb_; ++j) {
       const BufferId din = t.AddBufferDeep(absl::StrCat("in_d", j), 1, 1, p_);
       const BufferId sin = t.AddBufferDeep(absl::StrCat("in_s", j), 1, nb_, p_);
-      const StageId ld = t.AddLoadBlockAt(absl::StrCat("load_d", j), dt, j, HeadSteps(nb_), 1, 1, v_t_, din);
+      const StageId ld = t.AddLoadBlockAt(absl::StrCat("load_d", j), dt, j, HeadSteps(nb_), {.pitch = v_t_}, din);
       const StageId ls =
-          t.AddLoadBlockAt(absl::StrCat("load_s", j), st, j * nb_, HeadSteps(nb_ * nb_), 1, nb_, nb_, sin);
+          t.AddLoadBlockAt(absl::StrCat("load_s", j), st, j * nb_, HeadSteps(nb_ * nb_), {.w = nb_, .pitch = nb_}, sin);
       const BufferId upd = t.AddBufferDeep(absl::StrCat("upd", j), 1, nb_, p_);
       const StageId s1 = t.AddGeneric(
           absl::StrCat("gd_s_update", j), Contract(tr_, d_, tr_), {din, kin, lgin},
@@ -546,12 +553,13 @@ class Chunked {
     t.AddEdge(lgc, gin, first_decay);
     // Every a-block is read before any is written back: the items read the memory in place.
     for (const Block& b : blocks) {
-      const StageId sto = t.AddStoreBlock(absl::StrCat("store_s", b.j), st_out, b.j * nb_, HeadSteps(nb_ * nb_), 1,
-                                          nb_, nb_, b.out);
+      const StageId sto = t.AddStoreBlock(absl::StrCat("store_s", b.j), st_out, b.j * nb_, HeadSteps(nb_ * nb_),
+                                          {.w = nb_, .pitch = nb_}, b.out);
       t.AddEdge(b.decay, b.out, sto);
     }
-    t.SetPlan(BlockPlan{nb_, nb_, hv_, 1, 1, 1, 1, nb_, 1, false});
-    return Finish(t, "memory", c, HeadItems([this](int64_t h) { return TileRect{h * nb_, 0, nb_, nb_}; }));
+    t.SetPlan(BlockPlan{.per_site_m = nb_, .per_site_n = nb_, .grid_y = hv_, .osw = nb_});
+    return Finish(t, "memory", c, HeadItems([this](int64_t h) { return TileRect{.row0_t = h * nb_, .h_t = nb_,
+                                                                                .w_t = nb_}; }));
   }
 
   const proto::GatedDeltaSpec& spec_;

@@ -119,9 +119,9 @@ absl::StatusOr<Composition> MovedRuns(const OperandRef& src, int64_t src_len, co
   const TensorId table =
       t.AddTensor(absl::StrCat(out, "__runs"), TensorRole::kParam, 1, n_t * tw, ix, TensorInit::Values(values));
   const BufferId addr = t.AddBuffer("in_runs_window", 1, ix);
-  const StageId l_addr = t.AddLoadBlockAt("load_runs_window", table, 0, {{LoopVar::kItemX, 1}}, 1, 1, n_t, addr);
+  const StageId l_addr = t.AddLoadBlockAt("load_runs_window", table, 0, {{LoopVar::kItemX, 1}}, {.pitch = n_t}, addr);
   const BufferId at = t.AddBuffer("in_runs", 1, ix);
-  const StageId l_at = t.AddLoadBlockAt("load_runs", table, 0, {{LoopVar::kItemX, 1}}, 1, 1, n_t, at);
+  const StageId l_at = t.AddLoadBlockAt("load_runs", table, 0, {{LoopVar::kItemX, 1}}, {.pitch = n_t}, at);
   const BufferId page = t.AddBuffer("in_window", window, dt);
   AccessPattern window_at{TileAddr{0, {}, IndirectTile{addr, 1, 0, src_t - window}}, 1, window, 1, src_t};
   const StageId l_page = t.AddLoadPattern("load_window", source, std::move(window_at), page);
@@ -154,7 +154,7 @@ absl::StatusOr<Composition> MovedRuns(const OperandRef& src, int64_t src_len, co
   const StageId s_move = t.AddGeneric("move_runs", FlatSpace(tw), bufs, maps, IdentMap(tw), body, ob);
   t.AddEdge(l_at, at, s_move);
   t.AddEdge(l_page, page, s_move);
-  const StageId st = t.AddStoreBlock("store_runs", y, 0, {{LoopVar::kItemX, 1}}, 1, 1, n_t, ob);
+  const StageId st = t.AddStoreBlock("store_runs", y, 0, {{LoopVar::kItemX, 1}}, {.pitch = n_t}, ob);
   t.AddEdge(s_move, ob, st);
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a move of ", n_t, " tiles"), n_t));
   return FinishSection(t, absl::StrCat("move_runs_", out), RowItems(n_t, 1), AccFor(dt), NumericsClaim::Exact(),

@@ -231,19 +231,19 @@ absl::StatusOr<Composition> DenseDecay(const std::vector<OperandRef>& ops, const
   BufferId rate_in = t.AddBuffer("in_rate", 1, dt);
   BufferId out_buf = t.AddBuffer("out", 1, dt);
   const std::vector<Term> grid = TileGridSteps(cols_t);
-  StageId l_ar = t.AddLoadBlockAt("load_ar", ar, 0, grid, 1, 1, cols_t, ar_in);
-  StageId l_bias = t.AddLoadBlockAt("load_bias", bias, 0, {{LoopVar::kItemX, 1}}, 1, 1, 1, bias_in);
-  StageId l_rate = t.AddLoadBlockAt("load_rate", rate, 0, {{LoopVar::kItemX, 1}}, 1, 1, 1, rate_in);
+  StageId l_ar = t.AddLoadBlockAt("load_ar", ar, 0, grid, {.pitch = cols_t}, ar_in);
+  StageId l_bias = t.AddLoadBlockAt("load_bias", bias, 0, {{LoopVar::kItemX, 1}}, {}, bias_in);
+  StageId l_rate = t.AddLoadBlockAt("load_rate", rate, 0, {{LoopVar::kItemX, 1}}, {}, rate_in);
   const ElemAccess down_rows = PerColMap();
   StageId s = t.AddGeneric("decay", TileSpace(tr, tw), {ar_in, bias_in, rate_in}, {IdentMap(tw), down_rows, down_rows},
                            IdentMap(tw), DecayExpr(Op(0), Op(1), Op(2)), out_buf);
-  StageId st = t.AddStoreBlock("store_decay", out_t, 0, grid, 1, 1, cols_t, out_buf);
+  StageId st = t.AddStoreBlock("store_decay", out_t, 0, grid, {.pitch = cols_t}, out_buf);
   t.AddEdge(l_ar, ar_in, s);
   t.AddEdge(l_bias, bias_in, s);
   t.AddEdge(l_rate, rate_in, s);
   t.AddEdge(s, out_buf, st);
   // The seed's tile_row_plan(1, 1, dt) over the rows_t x cols_t grid.
-  t.SetPlan(BlockPlan{1, 1, rows_t, cols_t, 1, 1, 1, 1, 1, false});
+  t.SetPlan(BlockPlan{.grid_y = rows_t, .grid_x = cols_t});
   return FinishSection(t, absl::StrCat("decay_", rows, "x", heads), ItemsPerTileGrid(rows_t, cols_t), AccFor(dt),
                        ApproxIn("decay", dt), target);
 }

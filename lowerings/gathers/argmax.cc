@@ -148,7 +148,7 @@ absl::StatusOr<Composition> BlockedArgMax(const proto::OpSpec& spec, const Opera
     for (int64_t f = 0; f < kFields; ++f) {
       field[f] = t.AddBuffer(absl::StrCat("in_", kNames[f]), 1, ix);
       load[f] =
-          t.AddLoadBlockAt(absl::StrCat("load_", kNames[f]), tab, f, {{LoopVar::kItemX, kFields}}, 1, 1, 1, field[f]);
+          t.AddLoadBlockAt(absl::StrCat("load_", kNames[f]), tab, f, {{LoopVar::kItemX, kFields}}, {}, field[f]);
     }
     const BufferId x_in = t.AddBuffer("in_x", blk, dt);
     const TileAddr origin{0, {}, IndirectTile{field[0], 1, 0, last_start_t}};

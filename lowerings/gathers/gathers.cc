@@ -180,7 +180,7 @@ absl::StatusOr<Composition> TileRowsGather(const proto::OpSpec& spec, const std:
   const BufferId iin = t.AddBuffer("in_indices", i_t, ix);
   const StageId li = t.AddLoad("load_indices", indices, {}, i_t, iin);
   const BufferId kin = t.AddBuffer("in_item", 1, ix);
-  const StageId lk = t.AddLoadBlockAt("load_item", item_of, 0, {{LoopVar::kItemY, 1}}, 1, 1, 1, kin);
+  const StageId lk = t.AddLoadBlockAt("load_item", item_of, 0, {{LoopVar::kItemY, 1}}, {}, kin);
   // I[k]: element k of the indices. Copied out before any arithmetic, so the guard that follows reads it as a value
   // of its own (a guard checks the element its slot reads; the pick reads a different one).
   const BufferId picked = t.AddScratch("index_pick", 1, ix);
@@ -209,7 +209,7 @@ absl::StatusOr<Composition> TileRowsGather(const proto::OpSpec& spec, const std:
   for (int64_t k = 0; k < n; ++k) {
     for (int64_t b = 0; b < row_t / blk; ++b) {
       const int64_t id = static_cast<int64_t>(items.size());
-      items.push_back(WorkItem{id, k, b, TileRect{0, k * row_t + b * blk, 1, blk}});
+      items.push_back(WorkItem{.id = id, .y = k, .x = b, .out = TileRect{.col0_t = k * row_t + b * blk, .w_t = blk}});
     }
   }
   return FinishSection(t, absl::StrCat("rows_gather_", n, "x", rows, "x", cols), std::move(items), acc,

@@ -87,7 +87,7 @@ absl::StatusOr<TensorId> FirstRow(Template& t, const proto::SetRowSpec& s, const
 // the scratch holding r.
 std::pair<StageId, BufferId> CheckedFirstRow(Template& t, TensorId first, int64_t admitted, Precision ix) {
   const BufferId p_in = t.AddBuffer("in_first", 1, ix);
-  const StageId l_p = t.AddLoadBlockAt("load_first", first, 0, {}, 1, 1, 1, p_in);
+  const StageId l_p = t.AddLoadBlockAt("load_first", first, 0, {}, {}, p_in);
   const BufferId biased = t.AddScratch("first_biased", 1, ix);
   const StageId s_biased = BiasedIndex(t, "first_biased", p_in, admitted, biased);
   t.AddEdge(l_p, p_in, s_biased);
@@ -150,7 +150,7 @@ absl::StatusOr<Composition> TileSetRow(const proto::OpSpec& spec, const std::vec
   t.AddEdge(copy, out, st);
   if (at.feed) t.AddEdge(at.feed->first, at.feed->second, st);
   // ★ THE PLAN IS THE ROW'S, NOT THE TABLE'S: the result is the whole carried table, the work is one block of rows.
-  t.SetPlan(BlockPlan{1, blk, 1, span_t / blk, 1, 1, 1, blk, 1, false});
+  t.SetPlan(BlockPlan{.per_site_n = blk, .grid_x = span_t / blk, .osw = blk});
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a row write of ", span_t, " tiles"), span_t / blk));
   return FinishSection(t, SetRowName(s, ""), RowItems(span_t, blk), acc, MovementClaim("row write", s.float_(), dt),
                        target);
@@ -344,7 +344,7 @@ absl::StatusOr<Composition> DenseSetRows(const proto::OpSpec& spec, const std::v
   t.AddEdge(s_old.first, s_old.second, l_old);
   // (y − o) mod tile for every row y of the tile.
   const BufferId rows_in = t.AddBuffer("in_block_rows", 1, ix);
-  const StageId l_rows = t.AddLoadBlockAt("load_block_rows", t_rows, 0, {}, 1, 1, 1, rows_in);
+  const StageId l_rows = t.AddLoadBlockAt("load_block_rows", t_rows, 0, {}, {}, rows_in);
   const BufferId positions = t.AddScratch("source_row", 1, ix);
   const StageId s_pos = SourcePositions(t, "source_row", HeadSpace(tr, 1), rows_in, PerRowMap(tw), o, tr, LoopVar::kRow,
                                         PerRowMap(tw), positions);
@@ -368,7 +368,8 @@ absl::StatusOr<Composition> DenseSetRows(const proto::OpSpec& spec, const std::v
   std::vector<WorkItem> items;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < row_t / blk; ++b) {
-      items.push_back(WorkItem{static_cast<int64_t>(items.size()), i, b, TileRect{i, b * blk, 1, blk}});
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = i, .x = b,
+                               .out = TileRect{.row0_t = i, .col0_t = b * blk, .w_t = blk}});
     }
   }
   // An in-place update of carried state: its grid is its items' blocks, one per item.
@@ -486,7 +487,7 @@ absl::StatusOr<Composition> FlatSetRow(const proto::OpSpec& spec, const std::vec
   t.AddEdge(f_old.first, f_old.second, l_old);
   // (x − o) mod tile for every element x of the tile.
   const BufferId cols_in = t.AddBuffer("in_block_cols", 1, ix);
-  const StageId l_cols = t.AddLoadBlockAt("load_block_cols", t_cols, 0, {}, 1, 1, 1, cols_in);
+  const StageId l_cols = t.AddLoadBlockAt("load_block_cols", t_cols, 0, {}, {}, cols_in);
   const BufferId positions = t.AddScratch("source_col", 1, ix);
   const StageId s_pos =
       SourcePositions(t, "source_col", FlatSpace(tw), cols_in, At(0), o, tw, LoopVar::kCol, IdentMap(tw), positions);
@@ -505,7 +506,7 @@ absl::StatusOr<Composition> FlatSetRow(const proto::OpSpec& spec, const std::vec
   const StageId st = t.AddStorePattern(absl::StrCat("scatter_", tn), table, AccessPattern{new_at, 1, 1, 1, 1}, out);
   t.AddEdge(s_rw, out, st);
   t.AddEdge(f_new.first, f_new.second, st);
-  t.SetPlan(BlockPlan{1, 1, 1, m, 1, 1, 1, 1, 1, false});
+  t.SetPlan(BlockPlan{.grid_x = m});
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a row write of ", m, " items"), m));
   return FinishSection(t, SetRowName(s, ""), ItemsPerTile(m), acc, MovementClaim("row write", s.float_(), dt), target);
 }

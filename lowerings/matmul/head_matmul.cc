@@ -47,10 +47,10 @@ absl::StatusOr<Composition> TileHeadMatmul(const proto::HeadMatmulSpec& spec, co
   BufferId x_in = t.AddBuffer("in_x", a_t, p);
   BufferId w_in = t.AddBuffer("in_w", a_t, p);
   BufferId out = t.AddBuffer("out", 1, p);
-  StageId l_sc = t.AddLoadBlockAt("load_scaler", scaler, 0, {}, 1, 1, 1, sc_in);
-  StageId l_x = t.AddLoadBlockAt("load_x", x, 0, {{LoopVar::kItemY, a_t}}, 1, a_t, heads * a_t, x_in);
-  StageId l_w = t.AddLoadBlockAt("load_w", w, 0, {{LoopVar::kItemY, a_t * b_t}, {LoopVar::kItemX, 1}}, a_t, 1, b_t,
-                                 w_in);
+  StageId l_sc = t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
+  StageId l_x = t.AddLoadBlockAt("load_x", x, 0, {{LoopVar::kItemY, a_t}}, {.w = a_t, .pitch = heads * a_t}, x_in);
+  StageId l_w = t.AddLoadBlockAt("load_w", w, 0, {{LoopVar::kItemY, a_t * b_t}, {LoopVar::kItemX, 1}},
+                                 {.h = a_t, .pitch = b_t}, w_in);
   // ★ A PAGE IS ONE PLANE OF ITS TILES SIDE BY SIDE, so the weight's a/TC stacked tiles lie as tile k at columns
   // [TC*k, TC*(k+1)): input e = TC*k + r, output c is at row r, column TC*k + c, and the input row's e at column
   // TC*k + r of row 0. The fold runs over both: the tile's rows r and the tiles k.
@@ -63,7 +63,7 @@ absl::StatusOr<Composition> TileHeadMatmul(const proto::HeadMatmulSpec& spec, co
   StageId s = t.AddGeneric("head_dot", std::move(iters), {w_in, x_in, sc_in}, std::move(maps), PerColMap(),
                            Mul(Op(0), Op(1)), out);
   StageId st = t.AddStoreBlock(absl::StrCat("store_", out_name), y, 0, {{LoopVar::kItemY, b_t}, {LoopVar::kItemX, 1}},
-                               1, 1, heads * b_t, out);
+                               {.pitch = heads * b_t}, out);
   t.AddEdge(l_w, w_in, s);
   t.AddEdge(l_x, x_in, s);
   t.AddEdge(l_sc, sc_in, s);

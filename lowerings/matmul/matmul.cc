@@ -75,13 +75,13 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
     acc_buf = t.AddScratch("acc", blk, acc);
   }
   StageId la = t.AddLoad("load_a", a, a_steps, 1, a_in);
-  StageId lb = t.AddLoadBlockAt("load_b", b, 0, b_steps, 1, blk, n_t, b_in);
+  StageId lb = t.AddLoadBlockAt("load_b", b, 0, b_steps, {.w = blk, .pitch = n_t}, b_in);
   StageId mul = t.AddMatmul("matmul", MatmulTiles{1, blk, 1, fold, false}, a_in, b_in, acc_buf);
   if (fold) t.SetPhase(Phase::kEpilogue);
   // The packer: the fp32 accumulator rounds once, to the output precision, on its way out.
   StageId pack = t.AddGeneric("pack", TileSpace(tr, w), {acc_buf}, {IdentMap(w)}, IdentMap(w), Op(0), out);
-  StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out()), c, 0, {{LoopVar::kItemY, n_t}, {LoopVar::kItemX, blk}},
-                               1, blk, n_t, out);
+  StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out()), c, 0,
+                               {{LoopVar::kItemY, n_t}, {LoopVar::kItemX, blk}}, {.w = blk, .pitch = n_t}, out);
   t.AddEdge(la, a_in, mul);
   t.AddEdge(lb, b_in, mul);
   // No edge from zero_acc: an accumulating MatmulTiles reads its own output page (the carry), not an input.
@@ -93,10 +93,11 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   items.reserve(static_cast<size_t>(m_t * n_blocks));
   for (int64_t y = 0; y < m_t; ++y) {
     for (int64_t x = 0; x < n_blocks; ++x) {
-      items.push_back(WorkItem{y * n_blocks + x, y, x, TileRect{y, x * blk, 1, blk}});
+      items.push_back(WorkItem{.id = y * n_blocks + x, .y = y, .x = x, .out = TileRect{.row0_t = y, .col0_t = x * blk,
+                                                                                       .w_t = blk}});
     }
   }
-  t.SetPlan(BlockPlan{1, blk, m_t, n_blocks, k_t, 1, 1, blk, 1, false});
+  t.SetPlan(BlockPlan{.per_site_n = blk, .grid_y = m_t, .grid_x = n_blocks, .num_blocks = k_t, .osw = blk});
   return FinishSection(t, name, std::move(items), acc,
                        ApproxIn("matmul", *in), target);
 }

@@ -235,8 +235,8 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   const BufferId cin = t.AddBufferDeep("in_rc", 1, window_t, precision);
   const BufferId sin = t.AddBufferDeep("in_rs", 1, window_t, precision);
   const BufferId ob = t.AddBufferDeep("out", 1, head_t, precision);
-  const StageId lq = t.AddLoadBlockAt("load_q", qt, 0, row_steps(per_row * head_t, {{LoopVar::kItemX, head_t}}), 1,
-                                      head_t, head_t, qin);
+  const StageId lq = t.AddLoadBlockAt("load_q", qt, 0, row_steps(per_row * head_t, {{LoopVar::kItemX, head_t}}),
+                                      {.w = head_t, .pitch = head_t}, qin);
   // One table row is the SAME for every head of its row, so the tables' tile address moves only with the row — and,
   // reading a cache, starts at the position's row P − 1: a literal in the base; a named one an IndirectTile over
   // P − 1, computed per item on the integer datapath into a FIFO its load retires (one per table), behind the guard
@@ -266,7 +266,7 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   };
   auto table_load = [&](const std::string& name, TensorId tensor, BufferId out) -> StageId {
     if (!pt) {
-      return t.AddLoadBlockAt(name, tensor, base, row_steps(half_t, {}), 1, half_t, half_t, out);
+      return t.AddLoadBlockAt(name, tensor, base, row_steps(half_t, {}), {.w = half_t, .pitch = half_t}, out);
     }
     auto [s, row0] = position_row(name, /*fifo=*/true);
     const TileAddr origin{0, row_steps(half_t, {}), IndirectTile{row0, half_t, 0, r.cache - r.rows}};
@@ -293,7 +293,7 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
     std::vector<Term> steps;
     if (r.rows > 1) steps.push_back({LoopVar::kItemY, 1});
     const StageId l_row =
-        t.AddLoadBlockAt(absl::StrCat(name, "_row_start"), *rows_table, 0, std::move(steps), 1, 1, 1, at_row);
+        t.AddLoadBlockAt(absl::StrCat(name, "_row_start"), *rows_table, 0, std::move(steps), {}, at_row);
     const BufferId e = t.AddScratch(absl::StrCat(name, "_first"), 1, ix_rows);
     StageId s;
     if (!pt) {
@@ -353,8 +353,8 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   std::vector<std::pair<int64_t, Body>> bands;
   HeadBands(bands, 0, r, 3, 4, 5, 6);
   const StageId s = t.AddGeneric("rope", FlatSpace(w), ins, maps, IdentMap(w), Banded(bands), ob);
-  const StageId store = t.AddStoreBlock("store_y", yt, 0, row_steps(per_row * head_t, {{LoopVar::kItemX, head_t}}), 1,
-                                        head_t, head_t, ob);
+  const StageId store = t.AddStoreBlock("store_y", yt, 0, row_steps(per_row * head_t, {{LoopVar::kItemX, head_t}}),
+                                        {.w = head_t, .pitch = head_t}, ob);
   t.AddEdge(lq, qin, s);
   t.AddEdge(lc, cin, s);
   t.AddEdge(ls, sin, s);
@@ -364,7 +364,7 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   for (int64_t h = 0; h < r.heads; ++h) {
     const int64_t y = r.rows > 1 ? h / per_row : 0;
     const int64_t x = r.rows > 1 ? h % per_row : h;
-    items.push_back(WorkItem{h, y, x, TileRect{0, h * head_t, 1, head_t}});
+    items.push_back(WorkItem{.id = h, .y = y, .x = x, .out = TileRect{.col0_t = h * head_t, .w_t = head_t}});
   }
   return FinishSection(t, RopeName(r), std::move(items), Precision::kFp32, ApproxIn("rotary embedding", precision),
                        target);

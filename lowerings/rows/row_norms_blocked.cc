@@ -21,7 +21,8 @@ namespace {
 // One work item per head h: coord (0, h), rect (0, h*band_t, 1, band_t).
 std::vector<WorkItem> HeadItems(int64_t rows, int64_t band_t) {
   std::vector<WorkItem> items;
-  for (int64_t h = 0; h < rows; ++h) items.push_back(WorkItem{h, 0, h, TileRect{0, h * band_t, 1, band_t}});
+  for (int64_t h = 0; h < rows; ++h) items.push_back(WorkItem{.id = h, .y = 0, .x = h,
+                                                              .out = TileRect{.col0_t = h * band_t, .w_t = band_t}});
   return items;
 }
 
@@ -130,8 +131,8 @@ absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Targ
   BufferId inv = t.AddScratchDeep("head_inv", 1, 1, acc);
   BufferId ob = t.AddBufferDeep("out", 1, head_t, p);
   const std::vector<Term> step{{LoopVar::kItemX, head_t}};
-  StageId lx = t.AddLoadBlockAt("load_head", xt, 0, step, 1, head_t, head_t, xin);
-  StageId lo = t.AddLoadBlockAt("load_scaler", ones, 0, {}, 1, 1, 1, oin);
+  StageId lx = t.AddLoadBlockAt("load_head", xt, 0, step, {.w = head_t, .pitch = head_t}, xin);
+  StageId lo = t.AddLoadBlockAt("load_scaler", ones, 0, {}, {}, oin);
   const int64_t w = t.PageWidth(head_t);
   const int64_t one = t.PageWidth(1);
   StageId s_sq = t.AddGeneric("square", HeadSpace(1, cols), {xin, xin}, {Map2(0, cols, 1), Map2(0, cols, 1)},
@@ -147,7 +148,7 @@ absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Targ
     ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, cols));
     TensorId wt = t.AddTensor(ops[1].name, TensorRole::kParam, 1, cols, p, std::move(w_init));
     BufferId b = t.AddBufferDeep("in_w", 1, head_t, p);
-    weight = {t.AddLoadBlockAt("load_w", wt, 0, {}, 1, head_t, head_t, b), b};
+    weight = {t.AddLoadBlockAt("load_w", wt, 0, {}, {.w = head_t, .pitch = head_t}, b), b};
   }
   std::vector<BufferId> ins{xin, inv};
   std::vector<ElemAccess> maps{Map2(0, cols, 1), Fixed(0)};
@@ -159,7 +160,7 @@ absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Targ
   }
   StageId s_out =
       t.AddGeneric("rescale", HeadSpace(1, cols), std::move(ins), std::move(maps), IdentMap(w), body, ob);
-  StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out()), yt, 0, step, 1, head_t, head_t, ob);
+  StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out()), yt, 0, step, {.w = head_t, .pitch = head_t}, ob);
   t.AddEdge(lx, xin, s_sq);
   t.AddEdge(lo, oin, s_sum);
   t.AddEdge(s_sq, sq, s_sum);

@@ -88,11 +88,12 @@ absl::StatusOr<Composition> TileHeadSlice(const proto::HeadSliceSpec& spec, cons
   TensorId xt = t.AddTensor(x.name, TensorRole::kInput, 1, spec.n(), p, std::move(init));
   TensorId yt = t.AddTensor(out_name, TensorRole::kOutput, 1, groups * spec.width(), p, TensorInit::Zero());
   BufferId xin = t.AddBuffer("in_x", blk, p);
-  StageId lx = t.AddLoadBlockAt("load_x", xt, from_t, {{LoopVar::kItemY, every_t}, {LoopVar::kItemX, blk}}, 1, blk,
-                                TilesOf(spec.n(), target), xin);
+  StageId lx = t.AddLoadBlockAt("load_x", xt, from_t, {{LoopVar::kItemY, every_t}, {LoopVar::kItemX, blk}},
+                                {.w = blk, .pitch = TilesOf(spec.n(), target)}, xin);
   auto [copy, out] = CopyPage(t, xin, blk, p);
   StageId st = t.AddStoreBlock(absl::StrCat("store_", out_name), yt, 0,
-                               {{LoopVar::kItemY, width_t}, {LoopVar::kItemX, blk}}, 1, blk, groups * width_t, out);
+                               {{LoopVar::kItemY, width_t}, {LoopVar::kItemX, blk}}, {.w = blk,
+                               .pitch = groups * width_t}, out);
   t.AddEdge(lx, xin, copy);
   t.AddEdge(copy, out, st);
   return FinishSection(t, absl::StrCat("head_slice_", groups, "x", spec.width(), "_of_", spec.every(), "_tiled"),
@@ -182,7 +183,7 @@ absl::StatusOr<Composition> TileJoin(const OperandRef& a_op, const OperandRef& b
   auto gather = [&](const std::string& part, TensorId tensor, TensorId table, int64_t run_t, int64_t bound) {
     BufferId pick = t.AddBufferDeep(absl::StrCat("in_", part, "_block"), 1, 1, ix);
     StageId l_pick =
-        t.AddLoadBlockAt(absl::StrCat("load_", part, "_block"), table, 0, {{LoopVar::kItemX, 1}}, 1, 1, 1, pick);
+        t.AddLoadBlockAt(absl::StrCat("load_", part, "_block"), table, 0, {{LoopVar::kItemX, 1}}, {}, pick);
     BufferId page = t.AddBuffer(absl::StrCat("in_", part), blk, p);
     AccessPattern pattern{TileAddr{0, {{LoopVar::kItemY, run_t}}, IndirectTile{pick, blk, 0, bound}}, 1, blk, 1, 1};
     StageId l_page = t.AddLoadPattern(absl::StrCat("load_", part), tensor, pattern, page);
@@ -192,14 +193,14 @@ absl::StatusOr<Composition> TileJoin(const OperandRef& a_op, const OperandRef& b
   auto [l_a, a_in] = gather("a", a, from_a, ha_t, na - 1);
   auto [l_b, b_in] = gather("b", b, from_b, hb_t, nb - 1);
   BufferId keep_in = t.AddBufferDeep("in_keep_a", 1, 1, ix);
-  StageId l_keep = t.AddLoadBlockAt("load_keep_a", keep_a, 0, {{LoopVar::kItemX, 1}}, 1, 1, 1, keep_in);
+  StageId l_keep = t.AddLoadBlockAt("load_keep_a", keep_a, 0, {{LoopVar::kItemX, 1}}, {}, keep_in);
   const int64_t w = t.PageWidth(blk);
   BufferId out = t.AddBuffer("out", blk, p);
   StageId s = t.AddGeneric("join", FlatSpace(w), {a_in, b_in, keep_in}, {IdentMap(w), IdentMap(w), Fixed(0)},
                            IdentMap(w), Select(Pred::LtOperand(LoopVar::kCol, 2), Op(0), Op(1)), out);
   StageId st = t.AddStoreBlock(absl::StrCat("store_", out_name), y, 0,
-                               {{LoopVar::kItemY, ha_t + hb_t}, {LoopVar::kItemX, blk}}, 1, blk,
-                               units * (ha_t + hb_t), out);
+                               {{LoopVar::kItemY, ha_t + hb_t}, {LoopVar::kItemX, blk}}, {.w = blk,
+                               .pitch = units * (ha_t + hb_t)}, out);
   t.AddEdge(l_a, a_in, s);
   t.AddEdge(l_b, b_in, s);
   t.AddEdge(l_keep, keep_in, s);

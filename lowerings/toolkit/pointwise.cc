@@ -151,8 +151,8 @@ absl::StatusOr<std::vector<StageId>> ColumnBuild::Pointwise(const std::string& n
   TensorId table = t.AddTensor(absl::StrCat(name, "__columns"), TensorRole::kParam, 1, items * per * tw, ix,
                                TensorInit::Values(std::move(values)));
   BufferId at_table = t.AddBufferDeep(absl::StrCat("in_", name, "_columns"), 1, per, ix);
-  StageId l_table = t.AddLoadBlockAt(absl::StrCat("load_", name, "_columns"), table, 0, {{LoopVar::kItemX, per}}, 1,
-                                     per, items * per, at_table);
+  StageId l_table = t.AddLoadBlockAt(absl::StrCat("load_", name, "_columns"), table, 0, {{LoopVar::kItemX, per}},
+                                     {.w = per, .pitch = items * per}, at_table);
   flat_.AddLoadToWire(l_table, at_table);
 
   // The block's slots: the first column, each bound, then the section's own, then what is moved by o.

@@ -125,7 +125,8 @@ absl::StatusOr<DenseRowAt> DenseRow(Template& t, const proto::RowIndex& index, c
   return at;
 }
 
-BlockPlan TileRowPlan(int64_t row_t, int64_t blk) { return BlockPlan{1, blk, 1, row_t / blk, 1, 1, 1, blk, 1, false}; }
+BlockPlan TileRowPlan(int64_t row_t, int64_t blk) { return BlockPlan{.per_site_n = blk, .grid_x = row_t / blk,
+                                                                     .osw = blk}; }
 
 absl::StatusOr<Composition> FinishFlatAs(FlatBuild& b, const std::string& out, int64_t n,
                                          const std::vector<StageId>& chain, BufferId out_buf, std::string name,

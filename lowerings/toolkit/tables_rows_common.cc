@@ -18,7 +18,8 @@ std::vector<WorkItem> GroupedBlockItems(int64_t groups, int64_t run_t, int64_t b
   std::vector<WorkItem> items;
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t j = 0; j < run_t / blk; ++j) {
-      items.push_back(WorkItem{static_cast<int64_t>(items.size()), g, j, TileRect{0, g * run_t + j * blk, 1, blk}});
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = g, .x = j,
+                               .out = TileRect{.col0_t = g * run_t + j * blk, .w_t = blk}});
     }
   }
   return items;

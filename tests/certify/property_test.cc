@@ -99,7 +99,7 @@ RandomProgram Generate(Rng& r) {
   }
   std::vector<Term> steps = {{LoopVar::kItemX, cx}};
   if (fold) steps.push_back({LoopVar::kKBlock, ck});
-  t.AddLoadBlockAt("load_x", x, xbase, steps, 1, 1, 1, xb);
+  t.AddLoadBlockAt("load_x", x, xbase, steps, {}, xb);
 
   // Bands over COL: band [start, end) reads the x page at row * 8 + c + base, inside the page exactly when
   // base lies in [-start, 8 - end] (outside it in the band that is planted).

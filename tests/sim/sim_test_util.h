@@ -85,13 +85,13 @@ inline Composition MatmulFold(int64_t items, int64_t m, int64_t n, int64_t k, in
   t.Fold(blocks);
   StageId zero = t.AddGeneric("zero_acc", TileSpace(32, w), {}, {}, IdentMap(w), Const(0.0), acc);
   t.SetPhase(Phase::kBody);
-  StageId la = t.AddLoadBlockAt("load_a", a, 0, {{LoopVar::kItemY, m * a_cols_t}, {LoopVar::kKBlock, k}}, m, k,
-                                a_cols_t, a_in);
-  StageId lb = t.AddLoadBlockAt("load_b", b, 0, {{LoopVar::kKBlock, k * n}}, k, n, n, b_in);
+  StageId la = t.AddLoadBlockAt("load_a", a, 0, {{LoopVar::kItemY, m * a_cols_t}, {LoopVar::kKBlock, k}},
+                                {.h = m, .w = k, .pitch = a_cols_t}, a_in);
+  StageId lb = t.AddLoadBlockAt("load_b", b, 0, {{LoopVar::kKBlock, k * n}}, {.h = k, .w = n, .pitch = n}, b_in);
   StageId mm = t.AddMatmul("matmul", MatmulTiles{m, n, k, true, false}, a_in, b_in, acc);
   t.SetPhase(Phase::kEpilogue);
   StageId pack = t.AddGeneric("pack", TileSpace(32, w), {acc}, {IdentMap(w)}, IdentMap(w), Op(0), out);
-  StageId st = t.AddStoreBlock("store_c", c, 0, {{LoopVar::kItemY, m * n}}, m, n, n, out);
+  StageId st = t.AddStoreBlock("store_c", c, 0, {{LoopVar::kItemY, m * n}}, {.h = m, .w = n, .pitch = n}, out);
   t.AddEdge(la, a_in, mm);
   t.AddEdge(lb, b_in, mm);
   t.AddEdge(zero, acc, mm);

@@ -53,7 +53,7 @@ inline Composition RichComposition(RichIds* ids_out = nullptr) {
   // Body: one block of x and of w per fold block; a banded mix of every body op into the carry; a matmul.
   t.SetPhase(Phase::kBody);
   d.load_x = t.AddLoad("load_x", d.x, {{LoopVar::kKBlock, 1}}, 1, d.xin);
-  d.load_w = t.AddLoadBlockAt("load_w", d.w, 0, {{LoopVar::kKBlock, 1}}, 1, 1, 4, d.wa);
+  d.load_w = t.AddLoadBlockAt("load_w", d.w, 0, {{LoopVar::kKBlock, 1}}, {.pitch = 4}, d.wa);
   Body shared = Add(Op(0), Op(1));  // used twice: emitted once on the wire
   Body band0 = Unary(SfpuKind::Rsqrt(1000, 128), shared);
   Body band1 = Sub(Shr(Max(Op(2), Op(1)), 1), Min(FloorDiv(Op(0), Const(3)), Unary(SfpuKind::Exp(), shared)));

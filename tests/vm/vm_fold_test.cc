@@ -58,7 +58,7 @@ TEST(VmFold, MatmulTilesPlain) {
   BufferId bb = t.AddBuffer("bb", 2, kF);
   BufferId cb = t.AddBuffer("cb", 1, kF);
   t.AddLoad("load_a", a, {}, 2, ab);
-  t.AddLoadBlockAt("load_b", b, 0, {}, 2, 1, 1, bb);  // tiles (0,0) and (1,0) of B: page tiles k = 0, 1
+  t.AddLoadBlockAt("load_b", b, 0, {}, {.h = 2}, bb);  // tiles (0,0) and (1,0) of B: page tiles k = 0, 1
   t.AddMatmul("mm", MatmulTiles{1, 1, 2, false, false}, ab, bb, cb);
   t.AddStore("store", c, {}, 1, cb);
   Composition comp = Single(t.Finish("mm", WholeRow(1), kF, NumericsClaim::Approx("matmul")));
@@ -133,7 +133,8 @@ TEST(VmFold, CarriedRunningMaxOverBlocks) {
   t.Fold(4);
   Composition c = Single(t.Finish("runmax", WholeRow(1), kF, NumericsClaim::Exact()));
   EXPECT_EQ(c.sections[0].stages[1].phase, Phase::kBody);
-  auto out = RunComposition(c, 4, 4, {{"x", TensorData{1, 16, kF, {1, 9, -3, 0, 5, 2, -1, 7, 3, 3, 8, -2, 0, 4, -9, 6}}}});
+  auto out = RunComposition(c, 4, 4, {{"x", TensorData{1, 16, kF, {1, 9, -3, 0, 5, 2, -1, 7, 3, 3, 8, -2, 0, 4, -9,
+                                                                   6}}}});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->at("y").values, (std::vector<double>{5, 9, 8, 7}));
 

@@ -20,9 +20,9 @@ Section Bump() {
   TensorId cache = t.AddTensor("cache", TensorRole::kState, 1, 8, kF, TensorInit::External());
   BufferId a = t.AddBuffer("a", 1, kF);
   BufferId b = t.AddBuffer("b", 1, kF);
-  t.AddLoadBlockAt("load", cache, 1, {}, 1, 1, 1, a);
+  t.AddLoadBlockAt("load", cache, 1, {}, {}, a);
   t.AddGeneric("plus1", FlatSpace(4), {a}, {At(0)}, At(0), Add(Op(0), Const(1)), b);
-  t.AddStoreBlock("store", cache, 1, {}, 1, 1, 1, b);
+  t.AddStoreBlock("store", cache, 1, {}, {}, b);
   return t.Finish("bump", WholeRow(1), kF, NumericsClaim::Exact());
 }
 
@@ -31,7 +31,7 @@ Section Read() {
   TensorId cache = t.AddTensor("cache", TensorRole::kState, 1, 8, kF, TensorInit::External());
   TensorId out = t.AddTensor("out", TensorRole::kOutput, 1, 4, kF, TensorInit::Zero());
   BufferId a = t.AddBuffer("a", 1, kF);
-  t.AddLoadBlockAt("load", cache, 1, {}, 1, 1, 1, a);
+  t.AddLoadBlockAt("load", cache, 1, {}, {}, a);
   t.AddStore("store", out, {}, 1, a);
   return t.Finish("read", WholeRow(1), kF, NumericsClaim::Exact());
 }
