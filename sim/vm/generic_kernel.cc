@@ -517,38 +517,35 @@ bool GenericKernel::RunContraction(const double* const* ins, double* out, const 
   masked_b_.assign(static_cast<size_t>(K), 0);
   wild_a_.assign(static_cast<size_t>(K), 0);
   wild_b_.assign(static_cast<size_t>(K), 0);
-  bool keep = true;
-  set(pc, 0);
-  for (int64_t r = 0; r < R; ++r) {
-    set(pr, r);
-    for (int64_t k = 0; k < K; ++k) {
-      set(pk, k);
-      if (!GuardsKeep(GuardSide::kA, ins, idx, keep, fault)) return false;
-      double& v = ca_[static_cast<size_t>(r * K + k)];
-      if (!keep) {
-        masked_a_[static_cast<size_t>(k)] = 1;
-      } else if (!ReadSlot(c.a, ins, idx, v, fault)) {
-        return false;
-      } else if (!std::isfinite(v)) {
-        wild_a_[static_cast<size_t>(k)] = 1;
+  // One operand: entry (o, k) of an outer axis `po` (ROW for A, COL for B) and K, at `at(o, k)` of `dst`; the
+  // other axis reads as zero.
+  auto gather = [&](GuardSide side, int slot, int po, int64_t outer, int zero, std::vector<double>& dst,
+                    int64_t (*at)(int64_t o, int64_t k, int64_t outer, int64_t K), std::vector<uint8_t>& masked,
+                    std::vector<uint8_t>& wild) {
+    bool keep = true;
+    set(zero, 0);
+    for (int64_t o = 0; o < outer; ++o) {
+      set(po, o);
+      for (int64_t k = 0; k < K; ++k) {
+        set(pk, k);
+        if (!GuardsKeep(side, ins, idx, keep, fault)) return false;
+        double& v = dst[static_cast<size_t>(at(o, k, outer, K))];
+        if (!keep) {
+          masked[static_cast<size_t>(k)] = 1;
+        } else if (!ReadSlot(slot, ins, idx, v, fault)) {
+          return false;
+        } else if (!std::isfinite(v)) {
+          wild[static_cast<size_t>(k)] = 1;
+        }
       }
     }
-  }
-  set(pr, 0);
-  for (int64_t k = 0; k < K; ++k) {
-    set(pk, k);
-    for (int64_t j = 0; j < C; ++j) {
-      set(pc, j);
-      if (!GuardsKeep(GuardSide::kB, ins, idx, keep, fault)) return false;
-      double& v = cb_[static_cast<size_t>(k * C + j)];
-      if (!keep) {
-        masked_b_[static_cast<size_t>(k)] = 1;
-      } else if (!ReadSlot(c.b, ins, idx, v, fault)) {
-        return false;
-      } else if (!std::isfinite(v)) {
-        wild_b_[static_cast<size_t>(k)] = 1;
-      }
-    }
+    return true;
+  };
+  if (!gather(GuardSide::kA, c.a, pr, R, pc, ca_, [](int64_t r, int64_t k, int64_t, int64_t K) { return r * K + k; },
+              masked_a_, wild_a_) ||
+      !gather(GuardSide::kB, c.b, pc, C, pr, cb_, [](int64_t j, int64_t k, int64_t C, int64_t) { return k * C + j; },
+              masked_b_, wild_b_)) {
+    return false;
   }
   // A masked entry is a zero operand, which contributes exactly 0 only beside a finite partner (0 * inf is NaN).
   // The body's Select is lazy (a masked product is 0 whatever its partner), and the lowerings promise that masked
@@ -576,6 +573,7 @@ bool GenericKernel::RunContraction(const double* const* ins, double* out, const 
     for (double& v : cm_) v = exact ? v * f : model.Arith(BodyOp::kMul, v, f, acc);
   }
   set(pk, 0);
+  bool keep = true;
   for (int64_t r = 0; r < R; ++r) {
     set(pr, r);
     for (int64_t j = 0; j < C; ++j) {

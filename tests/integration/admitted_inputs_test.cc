@@ -12,6 +12,7 @@
 #include "spatial/proto_file.h"
 #include "spatial/tensor_data.h"
 #include "targets/loader.h"
+#include "tests/integration/lower_text.h"
 
 namespace spatial {
 namespace {
@@ -23,14 +24,6 @@ struct Case {
   int64_t lo = 0;     // the expected admitted range
   int64_t hi = 0;
 };
-
-Composition LowerText(const std::string& text, const Target& t) {
-  proto::OpSpec spec;
-  EXPECT_TRUE(ParseTextProto(text, "spec", &spec).ok());
-  absl::StatusOr<Composition> c = Lower(spec, t);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *c : Composition{};
-}
 
 // Every run input filled (floats 0.5, integers 1), `input` set to `v`.
 TensorMap Inputs(const Composition& c, const std::string& input, int64_t v) {

@@ -1,6 +1,6 @@
-// The pass pipeline (passes/pass.h): fit-site finds the depths that fit and the certifier agrees; compose refuses a
-// handle that is read before it is produced or that nothing produces or gives; the pipeline names an unknown pass and verifies
-// after each pass.
+// The pass pipeline (passes/pass.h): fit-site finds the depths that fit and the certifier agrees; compose refuses
+// a handle that is read before it is produced or that nothing produces or gives; the pipeline names an unknown pass
+// and verifies after each pass.
 #include <string>
 
 #include "certify/certify.h"
@@ -15,22 +15,21 @@
 #include "spatial/semantics/footprint.h"
 #include "spatial/validate.h"
 #include "targets/loader.h"
+#include "tests/integration/lower_text.h"
 
 namespace spatial {
 namespace {
+
+PipelineOptions Verifying() {
+  PipelineOptions o;
+  o.verify_each = true;
+  return o;
+}
 
 bool Certified(const Composition& c, const Target& t, std::string* codes) {
   const CertifyResult r = Certify(c, t);
   for (const proto::Diagnostic& d : r.diagnostics) *codes += d.code() + " ";
   return r.ok();
-}
-
-Composition LowerText(const std::string& text, const Target& t) {
-  proto::OpSpec spec;
-  EXPECT_TRUE(ParseTextProto(text, "spec", &spec).ok());
-  absl::StatusOr<Composition> c = Lower(spec, t);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *c : Composition{};
 }
 
 // A copy of `tiles` fp32 tiles per item through one stream buffer `depth` pages deep.
@@ -59,14 +58,14 @@ TEST(FitSite, DropsStreamPagesOnlyWhereTheSiteOverflows) {
   const int64_t tiles = (cap / tile) * 2 / 3;
   Composition fits = Wide(tiles / 2, 2, t->tile_rows(), t->tile_cols());
   const Composition before = fits;
-  ASSERT_TRUE(RunPasses(fits, *t, {"fit-site"}, {.verify_each = true}).ok());
+  ASSERT_TRUE(RunPasses(fits, *t, {"fit-site"}, Verifying()).ok());
   EXPECT_EQ(fits.sections[0].buffers, before.sections[0].buffers) << "a section that fits is left as it is";
 
   Composition over = Wide(tiles, 2, t->tile_rows(), t->tile_cols());
   std::string codes;
   EXPECT_FALSE(Certified(over, *t, &codes));
   EXPECT_NE(codes.find("FOOTPRINT_EXCEEDED"), std::string::npos) << codes;
-  ASSERT_TRUE(RunPasses(over, *t, {"verify", "fit-site", "verify"}, {.verify_each = true}).ok());
+  ASSERT_TRUE(RunPasses(over, *t, {"verify", "fit-site", "verify"}, Verifying()).ok());
   for (const Buffer& b : over.sections[0].buffers) {
     EXPECT_EQ(b.depth, 1) << b.name;
   }
