@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ pkg-config libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev \
             libgmock-dev libsystemc-dev libbenchmark-dev python3
 
-.PHONY: all deps configure build test demo bench clean asan
+.PHONY: all deps configure build test demo bench clean asan fuzz
 
 all: build
 
@@ -42,5 +42,14 @@ asan: deps
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer on every entry point (tests/fuzz), each for FUZZ_SECONDS (default 60), with every library
+# instrumented for coverage, ASan and UBSan (clang 14, installed when missing). Crashes: build-fuzz/crashes/.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@dpkg -s clang-14 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14; }
+	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPATIAL_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target parse_certify_vm_fuzzer lower_fuzzer target_fuzzer npy_fuzzer cli_fuzzer
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tools/dev/fuzz.sh build-fuzz
+
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

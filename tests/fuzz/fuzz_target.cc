@@ -1,10 +1,6 @@
-// libFuzzer entry for the parse -> FromProto -> Validate -> Certify -> VM path (tests/fuzz/pipeline.h). Built only
-// with clang (tests/fuzz/CMakeLists.txt), as `parse_certify_vm_fuzzer`, instrumented with -fsanitize=fuzzer,address:
-//
-//   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-//   cmake --build build-fuzz --target parse_certify_vm_fuzzer
-//   mkdir -p corpus && for f in tests/golden/*.program.textproto; do cp "$f" corpus/; done
-//   build-fuzz/tests/fuzz/parse_certify_vm_fuzzer -max_len=65536 -timeout=10 corpus
+// libFuzzer entry for the parse -> FromProto -> Validate -> Certify -> VM path (tests/fuzz/pipeline.h), built as
+// `parse_certify_vm_fuzzer` with -DSPATIAL_FUZZ=ON under clang (every library instrumented) and run by `make fuzz`,
+// which seeds its corpus with the golden programs, each prefixed with a NUL byte so that it reads as text.
 //
 // The first byte picks the encoding (even: text, odd: binary); the rest is the program. Any misbehaviour the
 // replay test would report (an error without a message, an unknown diagnostic code, a VM error that names no
