@@ -4,7 +4,6 @@
 // address evaluator (spatial/semantics/affine.h). An item reading and rewriting its own tiles (a State updated in
 // place: a KV cache row, a recurrent memory) is the exception the program model allows.
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,7 +15,7 @@ namespace spatial::certify {
 namespace {
 
 // The most tile addresses the check enumerates in a section; beyond it independence is recorded as unproven.
-constexpr int64_t kMaxEnumerated = int64_t{1} << 24;
+constexpr int64_t kMaxEnumerated = int64_t{1} << 22;
 
 // Calls f(tile) for every tile `p` can address for `item` over the blocks the run may fold and every admitted index
 // value; returns false when the budget runs out first.
@@ -61,20 +60,23 @@ void CheckItemReads(SectionContext& ctx) {
   for (size_t li = 0; li < s.stages.size() && enumerated; ++li) {
     const auto* l = std::get_if<Load>(&s.stages[li].op);
     if (l == nullptr || stores_of[l->tensor] == 0) continue;
-    // Which item writes each tile of the tensor (the first; two writers are the rects' check), and whether through
-    // an indirect address.
-    struct Writer {
-      size_t item;
-      bool indirect;
-    };
-    std::unordered_map<int64_t, Writer> writer;
+    // Which item writes each tile of the tensor (the first; two writers are the rects' check): 0 none, else 1 + the
+    // item, negated when written through an indirect address. Tiles outside the tensor are the address proof's to
+    // report (accesses.cc) and are skipped here.
+    const int64_t tiles = ctx.TensorTiles(l->tensor);
+    if (tiles > kMaxEnumerated) {
+      enumerated = false;
+      break;
+    }
+    std::vector<int64_t> writer(static_cast<size_t>(tiles), 0);
     for (const Stage& st : s.stages) {
       const auto* w = std::get_if<Store>(&st.op);
       if (w == nullptr || w->tensor != l->tensor) continue;
       const bool indirect = w->pattern.origin.indirect.has_value();
       for (size_t k = 0; k < s.items.size() && enumerated; ++k) {
+        const int64_t mark = indirect ? -static_cast<int64_t>(k + 1) : static_cast<int64_t>(k + 1);
         enumerated = ForEachTile(w->pattern, st.phase, s.num_blocks, s.items[k], budget, [&](Wide t) {
-          writer.try_emplace(static_cast<int64_t>(t), Writer{k, indirect});
+          if (t >= 0 && t < tiles && writer[static_cast<size_t>(t)] == 0) writer[static_cast<size_t>(t)] = mark;
         });
       }
     }
@@ -83,15 +85,16 @@ void CheckItemReads(SectionContext& ctx) {
       int64_t clash = -1;
       size_t other = 0;
       enumerated = ForEachTile(l->pattern, s.stages[li].phase, s.num_blocks, s.items[k], budget, [&](Wide t) {
-        if (clash >= 0) return;
-        auto it = writer.find(static_cast<int64_t>(t));
-        if (it == writer.end() || it->second.item == k) return;
-        if (indirect_load || it->second.indirect) {
+        if (clash >= 0 || t < 0 || t >= tiles) return;
+        const int64_t w = writer[static_cast<size_t>(t)];
+        const size_t by = static_cast<size_t>((w < 0 ? -w : w) - 1);
+        if (w == 0 || by == k) return;
+        if (indirect_load || w < 0) {
           unproven = true;
           return;
         }
         clash = static_cast<int64_t>(t);
-        other = it->second.item;
+        other = by;
       });
       if (clash < 0) continue;
       const Tensor& t = s.tensors[l->tensor];
