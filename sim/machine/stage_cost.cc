@@ -126,11 +126,10 @@ ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm,
 // smaller operand (masking either operand zeroes the product).
 std::optional<ComputeCost> ContractionCost(const Section& s, const Stage& st, const Generic& g, const Target& target,
                                            const MachineParams& p) {
-  const std::optional<Contraction> found = RecognizeContraction(g, static_cast<int>(st.ins.size()));
-  if (!found) return std::nullopt;
-  const Contraction* con = &*found;
+  const std::optional<Contraction> con = RecognizeContraction(g, static_cast<int>(st.ins.size()));
+  if (!con) return std::nullopt;
   const double factors = static_cast<double>(con->factors.size()), guards = static_cast<double>(con->guards.size());
-  const int64_t rows = found->rows, cols = found->cols, k = found->k;
+  const int64_t rows = con->rows, cols = con->cols, k = con->k;
   const auto& costs = target.proto().costs();
   const int64_t tr = std::max<int64_t>(1, target.tile_rows()), tc = std::max<int64_t>(1, target.tile_cols());
   const int64_t mt = CeilDivPos(rows, tr), nt = CeilDivPos(cols, tc), kt = CeilDivPos(k, tc);
@@ -138,10 +137,8 @@ std::optional<ComputeCost> ContractionCost(const Section& s, const Stage& st, co
   const int64_t a_tiles = SatMul(mt, kt), b_tiles = SatMul(CeilDivPos(k, tr), nt), out_tiles = SatMul(mt, nt);
   ComputeCost c;
   c.fpu = static_cast<double>(products) * p.matmul_cycles +
-          factors * static_cast<double>(out_tiles) * p.fidelity_phases *
-              costs.eltwise_mul_per_tile();
-  c.sfpu = guards * static_cast<double>(std::min(a_tiles, b_tiles)) *
-           costs.sfpu_op_per_tile();
+          factors * static_cast<double>(out_tiles) * p.fidelity_phases * costs.eltwise_mul_per_tile();
+  c.sfpu = guards * static_cast<double>(std::min(a_tiles, b_tiles)) * costs.sfpu_op_per_tile();
   // Unpack: the A and B tiles, and one tile of every other input (a guard's per-row bound).
   double in_bytes = static_cast<double>(a_tiles) * BufferTileBytes(s, st.ins[con->a], target) +
                     static_cast<double>(b_tiles) * BufferTileBytes(s, st.ins[con->b], target);
