@@ -196,8 +196,8 @@ class ExactRescaleModel final : public ValueModel {
     return inner_->Sfpu(k, x, acc);
   }
   void MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c, int64_t ldc,
-                  int64_t tr, int64_t tc, int64_t kk, Precision acc) const override {
-    inner_->MatmulTile(a, lda, b, ldb, transpose_b, c, ldc, tr, tc, kk, acc);
+                  int64_t tr, int64_t tc, int64_t kk, Precision acc, MathFidelity f) const override {
+    inner_->MatmulTile(a, lda, b, ldb, transpose_b, c, ldc, tr, tc, kk, acc, f);
   }
 
  private:

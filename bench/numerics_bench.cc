@@ -49,7 +49,7 @@ void EmulatedMatmul(benchmark::State& state, proto::Fidelity fidelity, Precision
       for (int64_t j = 0; j < kN; j += kTile) {
         for (int64_t k = 0; k < kN; k += kTile) {
           model->MatmulTile(a.data() + i * kN + k, kN, b.data() + k * kN + j, kN, false, c.data() + i * kN + j, kN,
-                            kTile, kTile, kTile, acc);
+                            kTile, kTile, kTile, acc, spatial::MathFidelity::kDefault);
         }
       }
     }

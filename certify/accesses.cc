@@ -45,6 +45,7 @@ class AccessPass {
       if (const auto* l = std::get_if<Load>(&st.op)) {
         const Tensor& t = s_.tensors[l->tensor];
         CheckTiles(i, l->tensor, l->pattern, "load");
+        if (l->multicast != LoopVar::kUnspecified) CheckMulticast(i, *l);
         Write(st.outs[0], ctx_.tensor_ranges.PageRange(t));
       } else if (const auto* w = std::get_if<Store>(&st.op)) {
         CheckTiles(i, w->tensor, w->pattern, "store");
@@ -140,6 +141,28 @@ class AccessPass {
     g->mutable_proven()->set_lo(ToInt64(proven.lo));
     g->mutable_proven()->set_hi(ToInt64(proven.hi));
     g->set_always_holds(!proven.empty() && proven.Within(it.lo, it.hi));
+  }
+
+  // A multicast block is one block for every item that differs only in the axis (DESIGN §3.4): the origin's
+  // coefficient on the axis is zero (the block's own extent never involves an item coordinate). An indirect origin
+  // would need its index page proven equal along the axis, which nothing here tracks: refused, not assumed.
+  void CheckMulticast(int stage, const Load& l) {
+    const AddrVar axis = l.multicast == LoopVar::kItemX ? AddrVar::kItemX : AddrVar::kItemY;
+    const AffineForm form = TileForm(l.pattern);
+    const std::string axis_name(LoopVarName(l.multicast));
+    if (form.Uses(axis)) {
+      ctx_.Diag(codes::kMulticastVaries, stage, "multicast.axis", absl::StrCat("no step on ", axis_name),
+                absl::StrCat("coefficient ", WideToString(form[axis])),
+                absl::StrCat("load of tensor '", s_.tensors[l.tensor].name, "' is multicast along ", axis_name,
+                             " but its origin moves ", WideToString(form[axis]), " tiles per step of ", axis_name,
+                             ": the items it would be sent to read different blocks"));
+    } else if (l.pattern.origin.indirect) {
+      ctx_.Diag(codes::kMulticastVaries, stage, "multicast.axis", "a direct origin",
+                "an indirect origin",
+                absl::StrCat("load of tensor '", s_.tensors[l.tensor].name, "' is multicast along ", axis_name,
+                             " but its origin adds an index page's value, which is not proven the same for every "
+                             "item along ", axis_name));
+    }
   }
 
   // Every tile the pattern can form, for every item, block and admitted index, lies in the tensor's grid.

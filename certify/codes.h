@@ -35,6 +35,9 @@ inline constexpr std::string_view kItemsOverlap = "ITEMS_OVERLAP";
 inline constexpr std::string_view kTripOutOfRange = "TRIP_OUT_OF_RANGE";
 // The composition was built for a different tile shape than the target's.
 inline constexpr std::string_view kTargetMismatch = "TARGET_MISMATCH";
+// A multicast Load's block can differ between the items it is sent to: its origin steps on the multicast axis,
+// or comes from an index page not proven the same along it.
+inline constexpr std::string_view kMulticastVaries = "MULTICAST_VARIES";
 // Structurally invalid: ids out of range, wrong arity, absurd sizes (spatial/validate.h), or unparsable.
 inline constexpr std::string_view kMalformed = "MALFORMED";
 

@@ -53,7 +53,8 @@ void CheckFootprint(SectionContext& ctx) {
 
 bool IsCompute(const Stage& st) { return st.is_generic() || st.is_matmul(); }
 
-// A compute stage produces its output page in the accumulator (Dst) before packing it out, so the page must fit.
+// A compute stage produces its output in the accumulator (Dst) before packing it out, so what it needs at once
+// (DstTiles: a Generic's page, a MatmulTiles' one-tile sub-block) must fit.
 void CheckAccumulator(SectionContext& ctx) {
   const Section& s = ctx.s;
   const int64_t cap = ctx.target.effective_acc_tiles(s.acc_precision, true);
@@ -65,7 +66,7 @@ void CheckAccumulator(SectionContext& ctx) {
     const Stage& st = s.stages[i];
     if (!IsCompute(st) || st.outs.empty()) continue;
     any_compute = true;
-    const int64_t tiles = s.buffers[st.outs[0]].page_tiles;
+    const int64_t tiles = DstTiles(s, st);
     if (tiles > widest) {
       widest = tiles;
       ctx.proof.set_acc_widest_stage(st.name);
@@ -84,7 +85,7 @@ void CheckAccumulator(SectionContext& ctx) {
     const Stage& st = s.stages[i];
     if (!IsCompute(st) || st.outs.empty()) continue;
     const Buffer& out = s.buffers[st.outs[0]];
-    if (out.page_tiles > cap) {
+    if (DstTiles(s, st) > cap) {
       ctx.Diag(codes::kAccTilesExceeded, static_cast<int>(i), "outs[0]", absl::StrCat("<= ", cap, " tiles"),
                absl::StrCat(out.page_tiles, " tiles"),
                absl::StrCat("the output page of '", out.name, "' is ", out.page_tiles, " tiles, but the ",

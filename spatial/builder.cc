@@ -73,6 +73,10 @@ StageId Template::AddStage(std::string name, StageOp op, std::vector<BufferId> i
   return static_cast<StageId>(section_.stages.size() - 1);
 }
 
+void Template::SetMulticast(StageId load, LoopVar axis) {
+  std::get<Load>(section_.stages.at(load).op).multicast = axis;
+}
+
 void Template::AddEdge(StageId from, BufferId buf, StageId to) { section_.edges.push_back(Edge{from, buf, to}); }
 
 void Template::SetTrip(Trip trip, int64_t max_blocks) {

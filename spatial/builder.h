@@ -62,6 +62,10 @@ class Template {
   // Any stage, as built by the caller.
   StageId AddStage(std::string name, StageOp op, std::vector<BufferId> ins, std::vector<BufferId> outs);
 
+  // Marks a Load's block as the same for every item along `axis` (kItemX or kItemY): the machine reads it once
+  // and multicasts it (DESIGN §3.4). The certifier proves it (MULTICAST_VARIES).
+  void SetMulticast(StageId load, LoopVar axis);
+
   // A page of `buf` flows from `from` to `to`.
   void AddEdge(StageId from, BufferId buf, StageId to);
 

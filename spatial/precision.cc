@@ -10,6 +10,7 @@ std::string_view PrecisionName(Precision p) {
     case Precision::kFp16: return "fp16";
     case Precision::kFp32: return "fp32";
     case Precision::kBfp8B: return "bfp8_b";
+    case Precision::kBfp4B: return "bfp4_b";
     case Precision::kInt8: return "int8";
     case Precision::kInt16: return "int16";
     case Precision::kInt32: return "int32";
@@ -20,7 +21,7 @@ std::string_view PrecisionName(Precision p) {
 }
 
 std::optional<Precision> PrecisionFromName(std::string_view name) {
-  for (int i = 1; i <= 8; ++i) {
+  for (int i = 1; i <= 9; ++i) {
     auto p = static_cast<Precision>(i);
     if (PrecisionName(p) == name) return p;
   }
@@ -29,7 +30,8 @@ std::optional<Precision> PrecisionFromName(std::string_view name) {
 
 bool IsInteger(Precision p) { return IntBits(p).has_value(); }
 bool IsFloat(Precision p) {
-  return p == Precision::kBf16 || p == Precision::kFp16 || p == Precision::kFp32 || p == Precision::kBfp8B;
+  return p == Precision::kBf16 || p == Precision::kFp16 || p == Precision::kFp32 || p == Precision::kBfp8B ||
+         p == Precision::kBfp4B;
 }
 
 std::optional<int> IntBits(Precision p) {
@@ -66,6 +68,8 @@ int64_t TileBytes(Precision p, int64_t tile_elems) {
     case Precision::kInt64: return 8 * tile_elems;
     case Precision::kInt8: return tile_elems;
     case Precision::kBfp8B: return tile_elems + (tile_elems + 15) / 16;
+    // Two 4-bit datums a byte and the shared exponents (tt-metal's 576-byte Bfp4_b tile).
+    case Precision::kBfp4B: return (tile_elems + 1) / 2 + (tile_elems + 15) / 16;
     case Precision::kUnspecified: break;
   }
   return 0;

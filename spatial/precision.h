@@ -19,6 +19,7 @@ enum class Precision : uint8_t {
   kInt16 = 6,
   kInt32 = 7,
   kInt64 = 8,
+  kBfp4B = 9,  // one shared 8-bit exponent per 16 values, 3-bit magnitudes
 };
 
 // "bf16", "fp32", ... (the seed prints precisions in claims and names).

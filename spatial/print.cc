@@ -171,6 +171,7 @@ void AppendStage(std::string* out, const Section& s, size_t i) {
   if (const auto* l = std::get_if<Load>(&st.op)) {
     absl::StrAppend(out, TensorName(s, l->tensor), "[", PatternToString(l->pattern, s), "]");
     if (l->num_blocks != 1) absl::StrAppend(out, " x", l->num_blocks, " blocks");
+    if (l->multicast != LoopVar::kUnspecified) absl::StrAppend(out, " multicast ", S(LoopVarName(l->multicast)));
     if (!st.ins.empty()) absl::StrAppend(out, " index ", BufferList(s, st.ins));
     absl::StrAppend(out, " -> ", BufferList(s, st.outs), "\n");
   } else if (const auto* w = std::get_if<Store>(&st.op)) {
@@ -193,7 +194,9 @@ void AppendStage(std::string* out, const Section& s, size_t i) {
     AppendBody(out, g->body, "          ");
   } else if (const auto* m = std::get_if<MatmulTiles>(&st.op)) {
     absl::StrAppend(out, BufferList(s, st.ins), " -> ", BufferList(s, st.outs), " m=", m->m_tiles, " n=", m->n_tiles,
-                    " k=", m->k_tiles, m->accumulate ? " accumulate" : "", m->transpose_b ? " transpose_b" : "", "\n");
+                    " k=", m->k_tiles, m->accumulate ? " accumulate" : "", m->transpose_b ? " transpose_b" : "",
+                    m->fidelity == MathFidelity::kDefault ? "" : absl::StrCat(" ", S(MathFidelityName(m->fidelity))),
+                    "\n");
   }
 }
 

@@ -23,6 +23,17 @@ std::string_view TensorRoleName(TensorRole r) {
   return "?";
 }
 
+std::string_view MathFidelityName(MathFidelity f) {
+  switch (f) {
+    case MathFidelity::kDefault: return "default";
+    case MathFidelity::kLoFi: return "LoFi";
+    case MathFidelity::kHiFi2: return "HiFi2";
+    case MathFidelity::kHiFi3: return "HiFi3";
+    case MathFidelity::kHiFi4: return "HiFi4";
+  }
+  return "?";
+}
+
 std::string_view PhaseName(Phase p) {
   switch (p) {
     case Phase::kPrologue: return "prologue";

@@ -111,6 +111,11 @@ struct Generic {
   Body body;
 };
 
+// The matrix engine's fidelity phases (values match proto/target.proto's Fidelity): a product at kLoFi multiplies
+// only the operands' top mantissa bits, once; kHiFi4 all of them in four passes. kDefault: the target's.
+enum class MathFidelity : uint8_t { kDefault = 0, kLoFi = 1, kHiFi2 = 2, kHiFi3 = 3, kHiFi4 = 4 };
+std::string_view MathFidelityName(MathFidelity f);  // "default", "LoFi", "HiFi2", "HiFi3", "HiFi4"
+
 // C (+)= A · B over tiles: ins = [A, B], outs = [C]. A's page holds m_tiles x k_tiles tiles row-major
 // (tile (i, k) at page tile i * k_tiles + k), B's k_tiles x n_tiles (or n_tiles x k_tiles with transpose_b),
 // C's m_tiles x n_tiles. With `accumulate` the product adds to C's current page (a carry the prologue wrote).
@@ -120,6 +125,7 @@ struct MatmulTiles {
   int64_t k_tiles = 1;
   bool accumulate = false;
   bool transpose_b = false;
+  MathFidelity fidelity = MathFidelity::kDefault;
   friend bool operator==(const MatmulTiles&, const MatmulTiles&) = default;
 };
 
@@ -160,6 +166,10 @@ struct Load {
   TensorId tensor = 0;
   AccessPattern pattern;
   int64_t num_blocks = 1;
+  // kItemX or kItemY: the block is the same for every item that differs only in that coordinate, so the machine
+  // reads it once and multicasts it (DESIGN §3.4). kUnspecified: no multicast. Never changes the meaning; the
+  // certifier proves the origin cannot depend on the axis (MULTICAST_VARIES).
+  LoopVar multicast = LoopVar::kUnspecified;
   friend bool operator==(const Load&, const Load&) = default;
 };
 

@@ -186,6 +186,9 @@ proto::Stage StageToProto(const Stage& s) {
     pl->set_tensor(l->tensor);
     *pl->mutable_pattern() = PatternToProto(l->pattern);
     pl->set_num_blocks(l->num_blocks);
+    if (l->multicast != LoopVar::kUnspecified) {
+      pl->mutable_multicast()->set_axis(static_cast<proto::LoopVar>(l->multicast));
+    }
   } else if (const auto* w = std::get_if<Store>(&s.op)) {
     proto::Store* pw = p.mutable_store();
     pw->set_tensor(w->tensor);
@@ -208,6 +211,7 @@ proto::Stage StageToProto(const Stage& s) {
     pm->set_k_tiles(mm->k_tiles);
     pm->set_accumulate(mm->accumulate);
     pm->set_transpose_b(mm->transpose_b);
+    pm->set_fidelity(static_cast<proto::Fidelity>(mm->fidelity));
   }
   return p;
 }
@@ -225,6 +229,12 @@ absl::StatusOr<Stage> StageFromProto(const proto::Stage& p, const DiagWhere& sec
       l.tensor = p.load().tensor();
       ASSIGN_OR_RETURN(l.pattern, PatternFromProto(p.load().pattern(), where, "load.pattern"));
       l.num_blocks = p.load().num_blocks();
+      if (p.load().has_multicast()) {
+        // An unset axis inside a present message is not "no multicast": EnumFrom refuses UNSPECIFIED. Which axes
+        // may be multicast is validate.cc's, so C++-built programs are held to it too.
+        ASSIGN_OR_RETURN(l.multicast, EnumFrom<LoopVar>(p.load().multicast().axis(), proto::LoopVar_IsValid, where,
+                                                        "load.multicast.axis"));
+      }
       s.op = std::move(l);
       break;
     }
@@ -263,7 +273,13 @@ absl::StatusOr<Stage> StageFromProto(const proto::Stage& p, const DiagWhere& sec
     }
     case proto::Stage::kMatmul: {
       const proto::MatmulTiles& pm = p.matmul();
-      s.op = MatmulTiles{pm.m_tiles(), pm.n_tiles(), pm.k_tiles(), pm.accumulate(), pm.transpose_b()};
+      MatmulTiles mm{pm.m_tiles(), pm.n_tiles(), pm.k_tiles(), pm.accumulate(), pm.transpose_b()};
+      // Unset is the target's default, not an error.
+      if (pm.fidelity() != proto::FIDELITY_UNSPECIFIED) {
+        ASSIGN_OR_RETURN(mm.fidelity,
+                         EnumFrom<MathFidelity>(pm.fidelity(), proto::Fidelity_IsValid, where, "matmul.fidelity"));
+      }
+      s.op = mm;
       break;
     }
     case proto::Stage::KIND_NOT_SET:

@@ -221,6 +221,11 @@ class SectionChecker {
                                                        : "a load outside the body runs once",
                               "), got ", l.num_blocks));
     }
+    if (l.multicast != LoopVar::kUnspecified && l.multicast != LoopVar::kItemX && l.multicast != LoopVar::kItemY) {
+      return Malformed(where, "load.multicast.axis",
+                       absl::StrCat("ITEM_X or ITEM_Y (the item coordinate the block is the same along), got ",
+                                    std::string(LoopVarName(l.multicast))));
+    }
     std::vector<BufferId> expected;
     if (l.pattern.origin.indirect) expected.push_back(l.pattern.origin.indirect->index);
     return CheckPattern(st, l.pattern, where, "load", st.outs[0], expected);
@@ -243,6 +248,8 @@ class SectionChecker {
     RETURN_IF_ERROR(CheckRange(where, "matmul.m_tiles", m.m_tiles, 1, kMaxMatmulTiles));
     RETURN_IF_ERROR(CheckRange(where, "matmul.n_tiles", m.n_tiles, 1, kMaxMatmulTiles));
     RETURN_IF_ERROR(CheckRange(where, "matmul.k_tiles", m.k_tiles, 1, kMaxMatmulTiles));
+    RETURN_IF_ERROR(CheckRange(where, "matmul.fidelity", static_cast<int64_t>(m.fidelity), 0,
+                               static_cast<int64_t>(MathFidelity::kHiFi4)));
     const struct {
       const char* role;
       BufferId buf;

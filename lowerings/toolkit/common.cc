@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "spatial/checked.h"
+#include "spatial/semantics/footprint.h"
 #include "spatial/maps.h"
 
 namespace spatial {
@@ -231,14 +232,11 @@ absl::StatusOr<Composition> FinishSection(Template& t, std::string name, std::ve
   const int64_t budget = RowBlockTiles(target);
   const Section& s = t.section();
   for (const Stage& st : s.stages) {
-    if (!st.is_generic() && !st.is_matmul()) continue;
-    for (BufferId b : st.outs) {
-      const int64_t tiles = s.buffers[b].page_tiles;
-      if (tiles > budget) {
-        return AccTilesExceeded(absl::StrCat("stage '", st.name, "' of ", name, " computes a page of ", tiles,
-                                             " tiles; the accumulator holds ", budget, " fp32 tiles (target ",
-                                             target.name(), ")"));
-      }
+    const int64_t tiles = DstTiles(s, st);  // spatial/semantics/footprint.h, the certifier's measure too
+    if (tiles > budget) {
+      return AccTilesExceeded(absl::StrCat("stage '", st.name, "' of ", name, " computes a page of ", tiles,
+                                           " tiles; the accumulator holds ", budget, " fp32 tiles (target ",
+                                           target.name(), ")"));
     }
   }
   Composition c = Single(t.Finish(std::move(name), std::move(items), acc_precision, std::move(claim)));

@@ -157,7 +157,11 @@ double RoundToInt(double x, Precision p, Rounding mode) {
   return r == 0.0 ? 0.0 : r;
 }
 
-void RoundBfp8BBlock(double* v, int n, Rounding mode, bool flush) {
+void RoundBlockFloat(double* v, int n, int mag_bits, Rounding mode, bool flush) {
+  // Every block format is first BFP8 (7-bit magnitudes, rounded by `mode`); a narrower one is then truncated from
+  // it (hardware-facts §1.2, Packers/FormatConversion.md: "BFP4/BFP2 are then truncated from BFP8").
+  constexpr uint32_t max_mag = 127u;
+  const int drop = 7 - mag_bits;
   uint32_t sig[16], sign[16];
   int exp[16];
   bool special[16];
@@ -189,24 +193,27 @@ void RoundBfp8BBlock(double* v, int n, Rounding mode, bool flush) {
     for (int i = 0; i < n; ++i) {
       if (special[i]) continue;
       mag[i] = sig[i] == 0 ? 0u : RoundShift(sig[i], shared - exp[i] + 1, mode);
-      overflow |= mag[i] > 127u;
+      overflow |= mag[i] > max_mag;
     }
     if (!overflow) break;
     ++shared;
   }
   for (int i = 0; i < n; ++i) {
     if (special[i]) continue;
-    const uint32_t m = std::min(mag[i], 127u);
+    const uint32_t m = std::min(mag[i], max_mag) >> drop;
     if (m == 0) {
       v[i] = 0.0;
       continue;
     }
-    double r = std::ldexp(static_cast<double>(m), shared - 127 - 6);
+    double r = std::ldexp(static_cast<double>(m), shared - 127 - (mag_bits - 1));
     if (r >= 0x1p128) r = std::numeric_limits<double>::infinity();
     if (flush && r < 0x1p-126) r = 0.0;  // unpacking to bf16 could not hold it as a normal number
     v[i] = sign[i] ? -r : r;
   }
 }
+
+void RoundBfp8BBlock(double* v, int n, Rounding mode, bool flush) { RoundBlockFloat(v, n, 7, mode, flush); }
+void RoundBfp4BBlock(double* v, int n, Rounding mode, bool flush) { RoundBlockFloat(v, n, 3, mode, flush); }
 
 void RoundToPrecision(Precision p, Rounding mode, bool flush, double* v, int64_t n) {
   switch (p) {
@@ -220,6 +227,10 @@ void RoundToPrecision(Precision p, Rounding mode, bool flush, double* v, int64_t
     case Precision::kBfp8B:
       for (int64_t i = 0; i < n; i += 16)
         RoundBfp8BBlock(v + i, static_cast<int>(std::min<int64_t>(16, n - i)), mode, flush);
+      return;
+    case Precision::kBfp4B:
+      for (int64_t i = 0; i < n; i += 16)
+        RoundBfp4BBlock(v + i, static_cast<int>(std::min<int64_t>(16, n - i)), mode, flush);
       return;
     case Precision::kInt8:
     case Precision::kInt16:

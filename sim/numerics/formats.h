@@ -72,6 +72,12 @@ double RoundToInt(double x, Precision p, Rounding mode);
 // Zero magnitudes are +0 (a sign bit with Mag 0 encodes -2^128, never a zero). Inf/NaN elements stay Inf/NaN
 // (their exponent 255 becomes the shared one, so every finite neighbour flushes to 0).
 void RoundBfp8BBlock(double* v, int n, Rounding mode, bool flush = true);
+// One bfp4_b block (tt-metal's Bfp4_b: sign + 3-bit magnitude, value Mag/2^2 * 2^(Exp-127), one 8-bit exponent
+// per 16 datums; a 32x32 tile is 512 + 64 = 576 bytes): the bfp8_b block above, then each magnitude truncated
+// to its top 3 bits (§1.2: "BFP4/BFP2 are then truncated from BFP8").
+void RoundBfp4BBlock(double* v, int n, Rounding mode, bool flush = true);
+// Both: a bfp8_b block, then its magnitudes truncated to `mag_bits` bits (7: none).
+void RoundBlockFloat(double* v, int n, int mag_bits, Rounding mode, bool flush = true);
 
 // Rounds n values written at precision p, in place: what a packer (Dst -> L1) or a store does. bfp8_b groups the
 // values in consecutive blocks of 16 starting at v[0] (a face row when v is a tile row or a page row of a

@@ -30,7 +30,8 @@ float Finish(const SfpuConfig& c, float y, bool explicit_round) {
   const Rounding mode = explicit_round ? proto::TIES_AWAY : c.store;
   switch (c.dest) {
     case Precision::kBf16:
-    case Precision::kBfp8B: return RoundToBf16(y, mode);
+    case Precision::kBfp8B:
+    case Precision::kBfp4B: return RoundToBf16(y, mode);
     case Precision::kFp16: return RoundToFp16(y, mode);
     default: return y;
   }

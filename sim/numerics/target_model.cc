@@ -38,7 +38,8 @@ TargetModel::TargetModel(TargetNumerics numerics) : n_(std::move(numerics)) {}
 const SfpuConfig& TargetModel::sfpu_for(Precision acc) const {
   switch (acc) {
     case Precision::kBf16:
-    case Precision::kBfp8B: return n_.sfpu_bf16;
+    case Precision::kBfp8B:
+    case Precision::kBfp4B: return n_.sfpu_bf16;
     case Precision::kFp16: return n_.sfpu_fp16;
     default: return n_.sfpu_fp32;
   }
@@ -70,9 +71,11 @@ double TargetModel::Sfpu(const SfpuKind& k, double x, Precision acc) const {
 }
 
 void TargetModel::MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
-                             int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision acc) const {
+                             int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision acc,
+                             MathFidelity fidelity) const {
   MatmulConfig cfg;
-  cfg.fidelity = n_.fidelity;
+  // A stage's own fidelity (MatmulSpec.math_fidelity) over the target's default.
+  cfg.fidelity = fidelity == MathFidelity::kDefault ? n_.fidelity : static_cast<proto::Fidelity>(fidelity);
   cfg.src = n_.matrix_in;
   cfg.acc = acc == Precision::kUnspecified ? Precision::kFp32 : acc;
   cfg.unpack = n_.unpack;

@@ -55,7 +55,7 @@ class TargetModel final : public ValueModel {
   double Arith(BodyOp op, double a, double b, Precision acc) const override;
   double Sfpu(const SfpuKind& k, double x, Precision acc) const override;
   void MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c, int64_t ldc,
-                  int64_t tr, int64_t tc, int64_t kk, Precision acc) const override;
+                  int64_t tr, int64_t tc, int64_t kk, Precision acc, MathFidelity fidelity) const override;
 
   const TargetNumerics& numerics() const { return n_; }
   // The SFPU choices for a destination precision (fp32 for fp32 and the integers, bf16 for bf16 and bfp8_b).

@@ -14,7 +14,7 @@ class Exact final : public ValueModel {
   double Arith(BodyOp op, double a, double b, Precision) const override { return vm_math::Binary(op, a, b); }
   double Sfpu(const SfpuKind& k, double x, Precision) const override { return vm_math::Sfpu(k, x); }
   void MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
-                  int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision) const override {
+                  int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision, MathFidelity) const override {
     // Every element is c + (a row . b column), the dot summed from 0 in k order, whatever b's layout, so the two
     // layouts give bit-identical results. Untransposed b is walked i-k-j into a row of partial dots (same
     // per-element order of operations, contiguous inner loop).

@@ -564,7 +564,7 @@ bool GenericKernel::RunContraction(const double* const* ins, double* out, const 
       for (int64_t k0 = 0; k0 < K; k0 += tile_cols_) {
         model.MatmulTile(ca_.data() + r0 * K + k0, K, cb_.data() + k0 * C + c0, C, false, cm_.data() + r0 * C + c0, C,
                          std::min(tile_rows_, R - r0), std::min(tile_cols_, C - c0), std::min(tile_cols_, K - k0),
-                         acc);
+                         acc, MathFidelity::kDefault);
       }
     }
   }

@@ -131,7 +131,8 @@ void RunMatmul(const MatmulTiles& mm, const BufferState& a, const BufferState& b
       for (int64_t k = 0; k < mm.k_tiles; ++k) {
         const double* at = a.page.data() + (i * mm.k_tiles + k) * T;
         const int64_t bt = mm.transpose_b ? n * mm.k_tiles + k : k * mm.n_tiles + n;
-        model.MatmulTile(at, a.width, b.page.data() + bt * T, b.width, mm.transpose_b, ct, c.width, T, T, T, acc);
+        model.MatmulTile(at, a.width, b.page.data() + bt * T, b.width, mm.transpose_b, ct, c.width, T, T, T, acc,
+                         mm.fidelity);
       }
     }
   }

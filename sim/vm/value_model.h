@@ -9,6 +9,7 @@
 
 #include "spatial/body.h"
 #include "spatial/precision.h"
+#include "spatial/program.h"
 
 namespace spatial {
 
@@ -33,7 +34,8 @@ class ValueModel {
   // c[tr x tc] (+)= a[tr x kk] * b[kk x tc] for one tile pair, all row-major with the given row strides;
   // b is read transposed (b[j][k]) when transpose_b. The accumulation is at precision `acc`.
   virtual void MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
-                          int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision acc) const = 0;
+                          int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision acc,
+                          MathFidelity fidelity) const = 0;
 };
 
 }  // namespace spatial

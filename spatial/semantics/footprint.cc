@@ -15,4 +15,11 @@ int64_t SectionFootprint(const Section& s, int64_t tile_rows, int64_t tile_cols)
   return ToInt64(total);
 }
 
+int64_t DstTiles(const Section& s, const Stage& st) {
+  if (st.is_matmul()) return 1;
+  if (!st.is_generic() || st.outs.empty()) return 0;
+  const BufferId b = st.outs[0];
+  return b >= 0 && b < static_cast<BufferId>(s.buffers.size()) ? s.buffers[b].page_tiles : 0;
+}
+
 }  // namespace spatial

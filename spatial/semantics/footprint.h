@@ -13,6 +13,13 @@ namespace spatial {
 int64_t BufferBytes(const Buffer& b, int64_t tile_rows, int64_t tile_cols);
 int64_t SectionFootprint(const Section& s, int64_t tile_rows, int64_t tile_cols);
 
+// The accumulator (Dst) tiles a compute stage needs at once. A Generic computes its whole output page in Dst
+// before the packer writes it out: its page. A MatmulTiles page lives in local memory and is computed a Dst
+// sub-block at a time (tt-metal's out_subblock_h x out_subblock_w, at least one tile), each sub-block accumulating
+// its K tiles in Dst and packed out before the next: one tile is the least it needs (DESIGN §8: the engine
+// accumulates in Dst when the block fits, through local memory when it does not). 0 for a non-compute stage.
+int64_t DstTiles(const Section& s, const Stage& st);
+
 }  // namespace spatial
 
 #endif  // SPATIAL_SEMANTICS_FOOTPRINT_H_

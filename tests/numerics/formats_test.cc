@@ -211,6 +211,27 @@ TEST(Bfp8B, BlocksOfSixteen) {
   EXPECT_EQ(v[16], 82.0 * std::ldexp(1.0, -13));
 }
 
+// bfp4_b is bfp8_b truncated to 3-bit magnitudes (§1.2). 1.0 sets the shared exponent 127: bfp8 magnitudes
+// 64 (1.0), 19 (0.3 -> bf16 0.30078125 = 154 >> 3 = 19.25 -> 19) and 58 (0.9 -> bf16 0.8984375 = 230 >> 2 = 57.5,
+// ties to even 58); truncated to 3 bits: 4 (1.0), 1 (0.25), 3 (0.75 -- truncation, not 1.0).
+TEST(Bfp4B, TruncatedFromBfp8) {
+  double v[3] = {1.0, 0.3, -0.9};
+  RoundBfp4BBlock(v, 3, proto::RNE);
+  EXPECT_EQ(v[0], 1.0);
+  EXPECT_EQ(v[1], 0.25);
+  EXPECT_EQ(v[2], -0.75);
+  double w[3] = {1.0, 0.3, -0.9};
+  RoundBfp8BBlock(w, 3, proto::RNE);
+  EXPECT_EQ(w[1], 19.0 / 64);
+  EXPECT_EQ(w[2], -58.0 / 64);
+  // A value below the block's smallest step flushes to zero; the tile is 512 bytes of nibbles + 64 of exponents.
+  double x[2] = {8.0, 0.5};
+  RoundBfp4BBlock(x, 2, proto::RNE);
+  EXPECT_EQ(x[0], 8.0);
+  EXPECT_EQ(x[1], 0.0);
+  EXPECT_EQ(TileBytes(Precision::kBfp4B, 1024), 576);
+}
+
 TEST(RoundToPrecision, EachFormat) {
   double v[4] = {1.00390625, -1.00390625, 2.5, 1e-40};
   RoundToPrecision(Precision::kBf16, proto::TIES_AWAY, true, v, 4);

@@ -89,10 +89,10 @@ TEST(TargetModel, WormholeBehaviour) {
   // Matmul at the target's HiFi2 (see matrix_engine_test for the derivation).
   const double x = 1.9921875;
   double c = 0.0;
-  m->MatmulTile(&x, 1, &x, 1, false, &c, 1, 1, 1, 1, Precision::kFp32);
+  m->MatmulTile(&x, 1, &x, 1, false, &c, 1, 1, 1, 1, Precision::kFp32, MathFidelity::kDefault);
   EXPECT_EQ(c, 1.984375 * 1.9921875);
   c = 0.0;
-  m->MatmulTile(&x, 1, &x, 1, false, &c, 1, 1, 1, 1, Precision::kBf16);
+  m->MatmulTile(&x, 1, &x, 1, false, &c, 1, 1, 1, 1, Precision::kBf16, MathFidelity::kDefault);
   EXPECT_EQ(c, 3.953125);
 }
 
@@ -110,7 +110,7 @@ TEST(TargetModel, OptionsOverrideTheTarget) {
   const std::unique_ptr<ValueModel> m = MakeTargetModel(wh, o);
   const double x = 1.9921875;
   double c = 0.0;
-  m->MatmulTile(&x, 1, &x, 1, false, &c, 1, 1, 1, 1, Precision::kFp32);
+  m->MatmulTile(&x, 1, &x, 1, false, &c, 1, 1, 1, 1, Precision::kFp32, MathFidelity::kDefault);
   EXPECT_EQ(c, 3.8447265625);
 }
 
@@ -125,7 +125,7 @@ TEST(TargetModel, EveryShippedTarget) {
     double tile[64];
     for (int i = 0; i < 64; ++i) tile[i] = i;
     double c[64] = {};
-    m->MatmulTile(tile, 8, tile, 8, true, c, 8, 8, 8, 8, Precision::kFp32);
+    m->MatmulTile(tile, 8, tile, 8, true, c, 8, 8, 8, 8, Precision::kFp32, MathFidelity::kDefault);
     // Row 0 times itself: sum of k^2 for k < 8 = 140. Integers below 8 have at most 3 significant bits, so even
     // LoFi (4 and 6 bits) multiplies them exactly.
     EXPECT_EQ(c[0], 140.0);

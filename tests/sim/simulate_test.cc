@@ -75,7 +75,7 @@ class QuarterModel : public ValueModel {
   }
   double Sfpu(const SfpuKind&, double x, Precision) const override { return std::exp(x); }
   void MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
-                  int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision) const override {
+                  int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision, MathFidelity) const override {
     for (int64_t i = 0; i < tr; ++i) {
       for (int64_t j = 0; j < tc; ++j) {
         double s = c[i * ldc + j];

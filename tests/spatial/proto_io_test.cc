@@ -147,6 +147,26 @@ TEST(ProtoIo, SharedSubtreeIsEmittedOnceAndStaysShared) {
   EXPECT_TRUE(BodyEqual(*back, root));
 }
 
+// Load.multicast and MatmulTiles.fidelity survive the wire; an unset fidelity is the target's default, a present
+// multicast message without an axis is malformed (not "no multicast").
+TEST(ProtoIo, MulticastAndFidelityRoundTrip) {
+  RichIds ids;
+  Composition c = RichComposition(&ids);
+  std::get<Load>(c.sections[0].stages[ids.load_x].op).multicast = LoopVar::kItemX;
+  std::get<MatmulTiles>(c.sections[0].stages[ids.mm].op).fidelity = MathFidelity::kLoFi;
+  proto::Composition p = ToProto(c);
+  EXPECT_EQ(p.sections(0).stages(ids.load_x).load().multicast().axis(), proto::ITEM_X);
+  EXPECT_EQ(p.sections(0).stages(ids.mm).matmul().fidelity(), proto::LOFI);
+  absl::StatusOr<Composition> back = FromProto(p);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectCompositionsEqual(c, *back);
+  p.mutable_sections(0)->mutable_stages(ids.load_x)->mutable_load()->mutable_multicast()->clear_axis();
+  absl::StatusOr<Composition> bad = FromProto(p);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("load.multicast.axis"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("UNSPECIFIED"));
+}
+
 TEST(ProtoIo, SfpuParametersRoundTripOnlyForRsqrt) {
   Body r = Unary(SfpuKind::Rsqrt(1000, 128), Op(0));
   proto::TensorBody p = BodyToProto(r);

@@ -270,6 +270,13 @@ TEST_F(ValidateTest, BodyLoadRunsTheSectionsBlocks) {
   ExpectError({"stage 'load_idx' (#0) load.num_blocks: expected 1"});
 }
 
+TEST_F(ValidateTest, MulticastAlongAnItemAxisOnly) {
+  load(ids_.load_x).multicast = LoopVar::kItemY;
+  EXPECT_TRUE(ValidateComposition(c_, 32, 32).ok());
+  load(ids_.load_x).multicast = LoopVar::kKBlock;
+  ExpectError({"stage 'load_x' (#5) load.multicast.axis: ITEM_X or ITEM_Y", "got KBLOCK"});
+}
+
 TEST_F(ValidateTest, BlockFitsThePage) {
   load(ids_.load_x).pattern.block_w = 2;
   ExpectError({"stage 'load_x' (#5) load.pattern.block_h*block_w: 1 x 2 = 2 tiles do not fit a page of 'xin' "

@@ -340,7 +340,7 @@ class ToyModel final : public ValueModel {
   }
   double Sfpu(const SfpuKind&, double, Precision) const override { return 42.25; }
   void MatmulTile(const double*, int64_t, const double*, int64_t, bool, double*, int64_t, int64_t, int64_t, int64_t,
-                  Precision) const override {}
+                  Precision, MathFidelity) const override {}
 };
 
 TEST(VmGeneric, NonExactModelsRoundAndComputeThroughTheHooks) {
