@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
 // sc_spawn: the sequencers are spawned per site from the elaborating constructor.
@@ -79,12 +81,32 @@ struct SiteState {
   std::array<WaitInfo, kNumEngineThreads> waiting;
 };
 
+// The receivers of one multicast Load (DESIGN §3.4): items that differ only in the multicast axis and run at the
+// same ordinal on their sites. Grouping by ordinal keeps the handshake deadlock-free: every site runs its items,
+// blocks and stages in the same (ordinal, block, stage) order, so every member of a group reaches it having
+// passed only groups of lower rank. Members on one site would serialize, so a group never spans one.
+struct MulticastGroups {
+  std::vector<int32_t> group_of_item;  // by section item index; -1: the item reads its own block
+  std::vector<int32_t> size;           // members per group
+  std::vector<int64_t> sender_site;    // the member with the lowest axis coordinate reads DRAM (tt-metal's sender)
+  std::vector<int64_t> span_hops;      // router hops from the sender to its farthest receiver
+};
+
 struct SectionPlan {
   const Section* section = nullptr;
   int64_t blocks = 0;
   SectionSchedule schedule;
   Placement placement;
   std::vector<StageCost> costs;
+  std::vector<MulticastGroups> multicast;  // by stage; empty for a stage that is not a multicast Load
+};
+
+// One multicast's handshake: members arrive (each having reserved its page: the semaphore the sender waits on),
+// the last one to arrive starts the sender's DRAM read and the multicast, and everyone leaves when it lands.
+struct MulticastState {
+  int32_t arrived = 0, left = 0;
+  bool sent = false;
+  double ready = 0;
 };
 
 struct SectionTotals {
@@ -133,6 +155,13 @@ class Machine : public sc_core::sc_module {
   // Moves a Load's or Store's tiles over the DRAM channels and the site's link; returns when it is done.
   void Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, const StageCost& cost,
                 const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall);
+  // A multicast Load's share of one group transfer: waits for the group, then for the block to arrive.
+  void Multicast(int64_t site, const SectionPlan& sp, int32_t stage_index, const StageCost& cost,
+                 const WorkItem& item, int64_t item_index, int32_t block, double* busy, double* dram_stall,
+                 double* sync_wait);
+  // Books a DRAM transfer of the block's tiles for `site` on the channels and the site's link; returns its end.
+  double BookDram(int64_t site, const AccessPattern& pat, const StageCost& cost, const WorkItem& item,
+                  int32_t block, bool write, double now, double* uncontended);
   void Record(int64_t site, Engine e, const Invocation& inv, const WorkItem& item, double start, double dur);
 
   MachineParams p_;
@@ -151,6 +180,8 @@ class Machine : public sc_core::sc_module {
   int64_t noc_bytes_ = 0, noc_byte_hops_ = 0;
   std::vector<Span> spans_;
   bool spans_truncated_ = false;
+  std::unordered_map<uint64_t, MulticastState> multicasts_;
+  sc_core::sc_event multicast_sent_;
 };
 
 void Machine::Controller() {
@@ -264,13 +295,21 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
     tot.flops += cc.flops;
     tot.math_cycles += cc.fpu + cc.sfpu;
   } else {
-    const bool write = cost.thread == EngineThread::kWriter;
-    primary = write ? Engine::kWriter : Engine::kReader;
-    double busy = 0, dram_stall = 0;
-    Transfer(site, sp, stage, cost, item, inv.block, write, &busy, &dram_stall);
+    const bool write = std::holds_alternative<Store>(stage.op);
+    primary = cost.thread == EngineThread::kWriter ? Engine::kWriter : Engine::kReader;
+    double busy = 0, dram_stall = 0, sync_wait = 0;
+    const int64_t item_index = sp.placement.site_items[site][ordinal];
+    const bool grouped = !write && !sp.multicast[inv.stage].group_of_item.empty() &&
+                         sp.multicast[inv.stage].group_of_item[item_index] >= 0;
+    if (grouped) {
+      Multicast(site, sp, inv.stage, cost, item, item_index, inv.block, &busy, &dram_stall, &sync_wait);
+    } else {
+      Transfer(site, sp, stage, cost, item, inv.block, write, &busy, &dram_stall);
+    }
     EngineCounters& ec = st.engines[static_cast<int>(primary)];
     ec.busy += busy;
     ec.stall_dram += dram_stall;
+    ec.stall_in += sync_wait;
     ++ec.invocations;
     Record(site, primary, inv, item, t2, Now() - t2);
   }
@@ -299,10 +338,8 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
   changed.notify();
 }
 
-void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, const StageCost& cost,
-                       const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall) {
-  const AccessPattern& pat =
-      write ? std::get<Store>(stage.op).pattern : std::get<Load>(stage.op).pattern;
+double Machine::BookDram(int64_t site, const AccessPattern& pat, const StageCost& cost, const WorkItem& item,
+                         int32_t block, bool write, double now, double* uncontended) {
   // The block's tiles by TileForm, the one address evaluator (spatial/semantics/affine.h). CheckAddresses has
   // proven them inside the tensor; only their residues pick channels. The index value is known only to the VM:
   // timing takes the admitted range's low end.
@@ -330,9 +367,8 @@ void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, 
       }
     }
   }
-  const double now = Now();
   const SiteState& st = sites_[site];
-  double end = now, uncontended = 0, latency = 0;
+  double end = now, fastest = 0, latency = 0;
   int64_t bytes = 0;
   for (uint64_t c = 0; c < channels; ++c) {
     if (channel_tiles_[c] == 0) continue;
@@ -341,7 +377,7 @@ void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, 
     const double begin = std::max(now, channel_free_[c]);
     channel_free_[c] = begin + dur;
     end = std::max(end, channel_free_[c]);
-    uncontended = std::max(uncontended, dur);
+    fastest = std::max(fastest, dur);
     latency = std::max(latency, p_.Latency(static_cast<int64_t>(c), st.y, st.x));
     bytes += b;
     noc_byte_hops_ += b * p_.Hops(static_cast<int64_t>(c), st.y, st.x);
@@ -349,12 +385,58 @@ void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, 
   // The site's own link carries every byte of the transfer; only this sequencer uses it in this direction.
   const double link = static_cast<double>(bytes) / p_.link_bytes_per_cycle;
   end = std::max(end, now + link) + latency;
-  uncontended = std::max(uncontended, link) + latency;
-  *busy = uncontended;
-  *dram_stall = std::max(0.0, end - now - uncontended);
+  *uncontended = std::max(fastest, link) + latency;
   noc_bytes_ += bytes;
   (write ? totals_[current_].write_bytes : totals_[current_].read_bytes) += bytes;
+  return end;
+}
+
+void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, const StageCost& cost,
+                       const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall) {
+  const AccessPattern& pat =
+      write ? std::get<Store>(stage.op).pattern : std::get<Load>(stage.op).pattern;
+  (void)sp;
+  const double now = Now();
+  double uncontended = 0;
+  const double end = BookDram(site, pat, cost, item, block, write, now, &uncontended);
+  *busy = uncontended;
+  *dram_stall = std::max(0.0, end - now - uncontended);
   WaitCycles(end - now);
+}
+
+void Machine::Multicast(int64_t site, const SectionPlan& sp, int32_t stage_index, const StageCost& cost,
+                        const WorkItem& item, int64_t item_index, int32_t block, double* busy, double* dram_stall,
+                        double* sync_wait) {
+  const MulticastGroups& mg = sp.multicast[stage_index];
+  const int32_t group = mg.group_of_item[item_index];
+  const uint64_t key = (static_cast<uint64_t>(stage_index) << 44) ^ (static_cast<uint64_t>(group) << 20) ^
+                       static_cast<uint64_t>(block + 1);
+  MulticastState& g = multicasts_[key];  // node-based: the reference survives other groups' inserts and erases
+  const double arrive = Now();
+  if (++g.arrived == mg.size[group]) {
+    // Every receiver has reserved its page: the sender reads the block from DRAM into its own memory, then sends
+    // it once down the row or column (one packet stream on its outbound link, the hops to the farthest receiver).
+    const Load& load = std::get<Load>(sp.section->stages[stage_index].op);
+    const int64_t sender = mg.sender_site[group];
+    double fastest = 0;
+    const double dram_end = BookDram(sender, load.pattern, cost, item, block, false, arrive, &fastest);
+    const int64_t bytes = cost.tiles * cost.tile_bytes;
+    const double send = static_cast<double>(bytes) / p_.link_bytes_per_cycle +
+                        static_cast<double>(mg.span_hops[group]) * p_.hop_cycles + 2 * p_.niu_cycles;
+    noc_bytes_ += bytes;
+    noc_byte_hops_ += bytes * mg.span_hops[group];
+    g.ready = dram_end + send;
+    g.sent = true;
+    *dram_stall = std::max(0.0, dram_end - arrive - fastest);
+    multicast_sent_.notify();
+  } else {
+    while (!g.sent) sc_core::wait(multicast_sent_);
+  }
+  const double formed = Now();
+  *sync_wait = formed - arrive;
+  WaitCycles(g.ready - formed);
+  *busy = Now() - formed - *dram_stall;
+  if (++g.left == mg.size[group]) multicasts_.erase(key);
 }
 
 void Machine::Record(int64_t site, Engine e, const Invocation& inv, const WorkItem& item, double start,
@@ -601,6 +683,59 @@ absl::Status CheckAddresses(const SectionPlan& sp, int64_t tile_rows, int64_t ti
   return absl::OkStatus();
 }
 
+// The multicast groups of every multicast Load (see MulticastGroups). A group of one is no multicast.
+std::vector<MulticastGroups> GroupMulticasts(const Section& s, const Placement& pl) {
+  std::vector<MulticastGroups> out(s.stages.size());
+  // Where each item runs: its site and its ordinal there.
+  std::vector<int64_t> site_of(s.items.size(), -1), ordinal_of(s.items.size(), -1);
+  for (size_t site = 0; site < pl.site_items.size(); ++site) {
+    for (size_t j = 0; j < pl.site_items[site].size(); ++j) {
+      site_of[pl.site_items[site][j]] = static_cast<int64_t>(site);
+      ordinal_of[pl.site_items[site][j]] = static_cast<int64_t>(j);
+    }
+  }
+  for (size_t si = 0; si < s.stages.size(); ++si) {
+    const auto* load = std::get_if<Load>(&s.stages[si].op);
+    if (load == nullptr || load->multicast == LoopVar::kUnspecified) continue;
+    const bool along_x = load->multicast == LoopVar::kItemX;
+    MulticastGroups& mg = out[si];
+    mg.group_of_item.assign(s.items.size(), -1);
+    std::map<std::pair<int64_t, int64_t>, int32_t> ids;  // (ordinal, the other coordinate) -> group
+    std::vector<int64_t> lowest;                          // the sender's axis coordinate
+    for (size_t k = 0; k < s.items.size(); ++k) {
+      if (site_of[k] < 0) continue;
+      const int64_t other = along_x ? s.items[k].y : s.items[k].x;
+      const int64_t along = along_x ? s.items[k].x : s.items[k].y;
+      auto [it, fresh] = ids.try_emplace({ordinal_of[k], other}, static_cast<int32_t>(mg.size.size()));
+      if (fresh) {
+        mg.size.push_back(0);
+        mg.sender_site.push_back(site_of[k]);
+        mg.span_hops.push_back(0);
+        lowest.push_back(along);
+      }
+      const int32_t g = it->second;
+      mg.group_of_item[k] = g;
+      ++mg.size[g];
+      if (along < lowest[g]) {
+        lowest[g] = along;
+        mg.sender_site[g] = site_of[k];
+      }
+    }
+    for (size_t k = 0; k < s.items.size(); ++k) {
+      const int32_t g = mg.group_of_item[k];
+      if (g < 0) continue;
+      if (mg.size[g] < 2) {
+        mg.group_of_item[k] = -1;
+        continue;
+      }
+      const int64_t a = mg.sender_site[g], b = site_of[k];
+      const int64_t hops = std::llabs(a / pl.grid_x - b / pl.grid_x) + std::llabs(a % pl.grid_x - b % pl.grid_x);
+      mg.span_hops[g] = std::max(mg.span_hops[g], hops);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& target, const MachineOptions& options) {
@@ -624,6 +759,7 @@ absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& tar
     ASSIGN_OR_RETURN(sp.schedule, BuildSchedule(sec, blocks));
     sp.placement = PlaceItems(sec, target);
     for (const Stage& st : sec.stages) sp.costs.push_back(CostOf(sec, st, target, params));
+    sp.multicast = GroupMulticasts(sec, sp.placement);
     plans.push_back(std::move(sp));
   }
 

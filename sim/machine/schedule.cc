@@ -18,11 +18,7 @@ int64_t SectionSchedule::ReadersOf(int32_t b, int64_t g, int64_t items_on_site) 
 
 namespace {
 
-EngineThread ThreadOf(const Stage& s) {
-  if (s.is_load()) return EngineThread::kReader;
-  if (s.is_store()) return EngineThread::kWriter;
-  return EngineThread::kCompute;
-}
+
 
 absl::Status CheckSection(const Section& s) {
   const int nb = static_cast<int>(s.buffers.size());
@@ -107,7 +103,7 @@ absl::StatusOr<SectionSchedule> BuildSchedule(const Section& section, int64_t bl
       sch.readers[b].push_back(0);
     }
     inv.writes_end = static_cast<int32_t>(sch.refs.size());
-    sch.by_thread[static_cast<int>(ThreadOf(st))].push_back(inv);
+    sch.by_thread[static_cast<int>(EngineThreadOf(st))].push_back(inv);
   };
   for (int s : prologue) emit(s, -1);
   if (!body.empty()) {

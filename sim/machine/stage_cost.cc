@@ -94,6 +94,40 @@ int64_t BufferPageTiles(const Section& s, BufferId b) {
   return std::max<int64_t>(1, s.buffers[b].page_tiles);
 }
 
+// The cycles of one tile product at a stage's fidelity (MatmulTiles.fidelity; kDefault: the target's).
+double ProductCycles(MathFidelity f, const Target& target, const MachineParams& p) {
+  const auto& costs = target.proto().costs();
+  switch (f) {
+    case MathFidelity::kLoFi: return costs.matmul_lofi();
+    case MathFidelity::kHiFi2: return costs.matmul_hifi2();
+    case MathFidelity::kHiFi3: return costs.matmul_hifi3();
+    case MathFidelity::kHiFi4: return costs.matmul_hifi4();
+    case MathFidelity::kDefault: break;
+  }
+  return p.matmul_cycles;
+}
+
+// The Dst sub-block a MatmulTiles page is computed in: the section plan's (tt-metal's out_subblock_h/w) when it
+// describes this product, else one row of the largest width that divides n and fits half of Dst.
+std::pair<int64_t, int64_t> SubBlockOf(const Section& s, const MatmulTiles& mm, const Target& target) {
+  if (s.plan && s.plan->per_site_m == mm.m_tiles && s.plan->per_site_n == mm.n_tiles && s.plan->osh >= 1 &&
+      s.plan->osw >= 1 && mm.m_tiles % s.plan->osh == 0 && mm.n_tiles % s.plan->osw == 0) {
+    return {s.plan->osh, s.plan->osw};
+  }
+  const int64_t cap = std::max<int64_t>(1, target.effective_acc_tiles(s.acc_precision, false));
+  int64_t w = 1;
+  for (int64_t d = 1; d <= std::min(cap, mm.n_tiles); ++d) {
+    if (mm.n_tiles % d == 0) w = d;
+  }
+  return {1, w};
+}
+
+// tt-metal's matmul_block, sub-block by sub-block (bmm_large_block_zm compute kernel): for each osh x osw
+// sub-block of C, an accumulating product first reloads the sub-block's partial sums from local memory into Dst
+// (unpack + a datacopy pass), unless the plan packs with L1 accumulation (packer_l1_acc); then for each of the
+// k_tiles the unpackers feed osh A tiles (SrcA) and osw B tiles (SrcB) at once, and the FPU runs osh * osw tile
+// products at the fidelity; the packer writes the sub-block out while the next one computes (Dst halves), one
+// Dst hand-off per sub-block.
 ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm, const Target& target,
                        const MachineParams& p) {
   const auto& costs = target.proto().costs();
@@ -104,15 +138,26 @@ ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm,
   const BufferId a = st.ins.size() > 0 ? st.ins[0] : -1;
   const BufferId b = st.ins.size() > 1 ? st.ins[1] : -1;
   const BufferId out = st.outs.empty() ? -1 : st.outs[0];
-  c.fpu = static_cast<double>(products) * p.matmul_cycles;
-  double in_bytes = static_cast<double>(SatMul(m, k)) * BufferTileBytes(s, a, target) +
-                    static_cast<double>(SatMul(k, n)) * BufferTileBytes(s, b, target);
-  const double out_bytes = static_cast<double>(SatMul(m, n)) * BufferTileBytes(s, out, target);
-  if (mm.accumulate) in_bytes += out_bytes;
-  if (costs.unpack_bytes_per_cycle() > 0) c.unpack = in_bytes / costs.unpack_bytes_per_cycle();
-  if (costs.pack_bytes_per_cycle() > 0) c.pack = out_bytes / costs.pack_bytes_per_cycle();
-  c.latency = costs.pipeline_latency();
-  c.tiles = std::max<int64_t>(1, products);
+  const auto [osh, osw] = SubBlockOf(s, mm, target);
+  const int64_t subblocks = SatMul(CeilDivPos(m, osh), CeilDivPos(n, osw));
+  const double ta = static_cast<double>(BufferTileBytes(s, a, target)),
+               tb = static_cast<double>(BufferTileBytes(s, b, target)),
+               tout = static_cast<double>(BufferTileBytes(s, out, target));
+  const double one = costs.unpack_bytes_per_cycle() > 0 ? costs.unpack_bytes_per_cycle() : 0;
+  const double both = costs.unpack_both_bytes_per_cycle() > 0 ? costs.unpack_both_bytes_per_cycle() : 2 * one;
+  const bool reload = mm.accumulate && !(s.plan && s.plan->pack_accumulate);
+  const double out_tiles = static_cast<double>(SatMul(m, n));
+  c.fpu = static_cast<double>(products) * ProductCycles(mm.fidelity, target, p);
+  if (reload) c.fpu += out_tiles * costs.eltwise_add_per_tile();  // the partials' datacopy into Dst
+  if (one > 0) {
+    const double osh_b = static_cast<double>(osh) * ta, osw_b = static_cast<double>(osw) * tb;
+    const double step = std::max({osh_b / one, osw_b / one, (osh_b + osw_b) / both});
+    c.unpack = static_cast<double>(subblocks) * static_cast<double>(k) * step;
+    if (reload) c.unpack += out_tiles * tout / one;
+  }
+  if (costs.pack_bytes_per_cycle() > 0) c.pack = out_tiles * tout / costs.pack_bytes_per_cycle();
+  c.latency = costs.pipeline_latency() + static_cast<double>(subblocks) * costs.dst_sync_cycles();
+  c.tiles = std::max<int64_t>(1, subblocks);
   c.flops = 2.0 * static_cast<double>(products) * static_cast<double>(target.tile_rows()) *
             static_cast<double>(target.tile_cols()) * static_cast<double>(target.tile_cols());
   return c;
@@ -287,17 +332,25 @@ absl::StatusOr<MachineParams> DeriveParams(const Target& target) {
   return p;
 }
 
+EngineThread EngineThreadOf(const Stage& s) {
+  if (const auto* ld = std::get_if<Load>(&s.op)) {
+    return ld->multicast == LoopVar::kItemY ? EngineThread::kWriter : EngineThread::kReader;
+  }
+  if (s.is_store()) return EngineThread::kWriter;
+  return EngineThread::kCompute;
+}
+
 StageCost CostOf(const Section& section, const Stage& stage, const Target& target, const MachineParams& params) {
   StageCost c;
   if (const auto* ld = std::get_if<Load>(&stage.op)) {
-    c.thread = EngineThread::kReader;
+    c.thread = EngineThreadOf(stage);
     const auto& pat = ld->pattern;
     c.tiles = SatMul(std::max<int64_t>(0, pat.block_h), std::max<int64_t>(0, pat.block_w));
     if (ld->tensor >= 0 && ld->tensor < static_cast<int>(section.tensors.size())) {
       c.tile_bytes = target.tile_bytes(section.tensors[ld->tensor].precision);
     }
   } else if (const auto* stor = std::get_if<Store>(&stage.op)) {
-    c.thread = EngineThread::kWriter;
+    c.thread = EngineThreadOf(stage);
     const auto& pat = stor->pattern;
     c.tiles = SatMul(std::max<int64_t>(0, pat.block_h), std::max<int64_t>(0, pat.block_w));
     if (stor->tensor >= 0 && stor->tensor < static_cast<int>(section.tensors.size())) {

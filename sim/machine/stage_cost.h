@@ -32,6 +32,12 @@ namespace spatial {
 enum class EngineThread : uint8_t { kReader = 0, kCompute = 1, kWriter = 2 };
 inline constexpr int kNumEngineThreads = 3;
 
+// Which sequencer runs a stage: Loads the reader, Stores the writer, the rest compute. A Tensix has two
+// data-movement cores, each on its own NoC; tt-metal's multicast matmul reads in0 on one (its reader kernel) and
+// in1 on the other, beside the output writes (its writer kernel). So a Load multicast along ITEM_Y (B's block,
+// shared by a column of sites) runs on the writer sequencer, and the two operand streams overlap.
+EngineThread EngineThreadOf(const Stage& s);
+
 struct ComputeCost {
   double unpack = 0;  // cycles of the unpacker (bytes / unpack bandwidth)
   double fpu = 0;     // matrix engine (FPU) cycles

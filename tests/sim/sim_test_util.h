@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <string>
 
+#include "gtest/gtest.h"
 #include "proto/target.pb.h"
+#include "sim/simulate.h"
 #include "spatial/builder.h"
 #include "spatial/maps.h"
 #include "spatial/program.h"
@@ -59,6 +61,16 @@ inline proto::Target WormholeLikeProto(int64_t grid_y, int64_t grid_x) {
 }
 
 inline Target WormholeLike(int64_t grid_y, int64_t grid_x) { return Target(WormholeLikeProto(grid_y, grid_x)); }
+
+// The timing-only report of a run through the forked entry point (an empty report, and a test failure, if it
+// fails).
+inline proto::SimReport TimeOnly(const Composition& c, const Target& t) {
+  SimOptions o;
+  o.timing_only = true;
+  absl::StatusOr<SimResult> r = Simulate(c, t, {}, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? r->report : proto::SimReport{};
+}
 
 inline Composition One(Section s) {
   Composition c = Single(std::move(s));

@@ -17,13 +17,7 @@ using sim_test::MatmulFold;
 using sim_test::WormholeLike;
 using sim_test::WormholeLikeProto;
 
-proto::SimReport TimeOnly(const Composition& c, const Target& t) {
-  SimOptions o;
-  o.timing_only = true;
-  absl::StatusOr<SimResult> r = Simulate(c, t, {}, o);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? r->report : proto::SimReport{};
-}
+using sim_test::TimeOnly;
 
 double Cycles(const Composition& c, const Target& t) { return static_cast<double>(TimeOnly(c, t).total_cycles()); }
 
@@ -50,12 +44,14 @@ TEST_P(MatmulFidelity, ComputeBoundCyclesAreTileProductsTimesCyclesPerTile) {
   const proto::SimReport r = TimeOnly(MatmulFold(1, 4, 4, 8, blocks), target);
   const double ideal = blocks * 128 * per_tile;
   EXPECT_GE(r.total_cycles(), ideal);
-  EXPECT_LE(r.total_cycles(), 1.05 * ideal);
-  // Plus the zero fill and the pack of the 16-tile accumulator: FPU datacopies at 8 cycles a tile.
-  EXPECT_DOUBLE_EQ(EngineOf(r, "matrix").busy_cycles(), ideal + 2 * 16 * 8);
-  EXPECT_GT(EngineOf(r, "matrix").busy_fraction(), 0.95);
+  // The pipeline fills and drains a 1 x 4 sub-block's unpack and pack per block around the products.
+  EXPECT_LE(r.total_cycles(), 1.15 * ideal);
+  // Plus, as FPU datacopies at 8 cycles a tile: the accumulator's reload into Dst each block (no packer L1
+  // accumulation), the zero fill and the pack of the 16-tile accumulator.
+  EXPECT_DOUBLE_EQ(EngineOf(r, "matrix").busy_cycles(), ideal + blocks * 16 * 8 + 2 * 16 * 8);
+  EXPECT_GT(EngineOf(r, "matrix").busy_fraction(), 0.88);
   EXPECT_EQ(r.roofline().limited_by(), "compute");
-  EXPECT_GT(r.roofline().fraction(), 0.95);
+  EXPECT_GT(r.roofline().fraction(), 0.88);
   EXPECT_LE(r.roofline().fraction(), 1.0);
   // 2 * 32^3 FLOPs per tile product.
   EXPECT_DOUBLE_EQ(r.flops(), blocks * 128 * 2.0 * 32 * 32 * 32);
