@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/matmul/matmul_blocking.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "spatial/builder.h"
@@ -11,6 +12,36 @@
 #include "spatial/status_macros.h"
 
 namespace spatial {
+namespace {
+
+// A format of the spec (unset: the matrix engine's operand precision), held to what the target stores.
+absl::StatusOr<Precision> FormatOf(proto::Precision p, const std::string& field, Precision dflt, const Target& target) {
+  if (p == proto::PRECISION_UNSPECIFIED) return dflt;
+  if (!proto::Precision_IsValid(p)) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul.", field, " is not a precision (", static_cast<int>(p),
+                                                   ")"));
+  }
+  const auto f = static_cast<Precision>(p);
+  if (!IsFloat(f)) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul.", field, " = ", std::string(PrecisionName(f)),
+                                                   " is not a float format (bf16, fp16, fp32, bfp8_b, bfp4_b)"));
+  }
+  if (!target.supports_storage(f)) return MissingPrecision(absl::StrCat("matmul.", field, " ", std::string(PrecisionName(f))), target);
+  return f;
+}
+
+// Cycles of one tile product at a fidelity, from the target's cost table.
+double ProductCycles(MathFidelity f, const Target& target) {
+  const auto& c = target.proto().costs();
+  switch (f == MathFidelity::kDefault ? static_cast<MathFidelity>(target.proto().numerics().fidelity()) : f) {
+    case MathFidelity::kLoFi: return c.matmul_lofi();
+    case MathFidelity::kHiFi2: return c.matmul_hifi2();
+    case MathFidelity::kHiFi3: return c.matmul_hifi3();
+    default: return c.matmul_hifi4();
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "matmul", 2));
@@ -26,6 +57,13 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   const std::optional<Precision> in = target.matrix_in();
   if (!in) return MissingCompute("a matrix datapath", target);
   const Precision acc = target.matrix_acc().value_or(Precision::kFp32);
+  if (!proto::Fidelity_IsValid(mm.math_fidelity())) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul.math_fidelity is not a fidelity (", mm.math_fidelity(), ")"));
+  }
+  const auto fidelity = static_cast<MathFidelity>(mm.math_fidelity());
+  ASSIGN_OR_RETURN(const Precision fa, FormatOf(mm.in0_format(), "in0_format", *in, target));
+  ASSIGN_OR_RETURN(const Precision fb, FormatOf(mm.in1_format(), "in1_format", *in, target));
+  ASSIGN_OR_RETURN(const Precision fo, FormatOf(mm.out_format(), "out_format", *in, target));
 
   // Lower's CheckSpecSizes bounds every tensor to kMaxTensorElems; the products are checked here all the same, as
   // the sizes they are (size_budget.h), never formed unchecked from spec fields.
@@ -35,71 +73,94 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   const int64_t m_t = *CheckedCeilDiv(mm.m(), tr);
   const int64_t k_t = *CheckedCeilDiv(mm.k(), tc);
   const int64_t n_t = *CheckedCeilDiv(mm.n(), tc);
-  const int64_t blk = RowBlock(n_t, target);
-  const int64_t n_blocks = n_t / blk;
-  const int64_t w = blk * tc;
+  const std::string what = absl::StrCat("matmul m x k x n = ", mm.m(), " x ", mm.k(), " x ", mm.n());
+  ASSIGN_OR_RETURN(const MatmulBlocking bk,
+                   ChooseMatmulBlocking(MatmulShape{.m_t = m_t, .k_t = k_t, .n_t = n_t, .a = fa, .b = fb, .out = fo,
+                                                    .acc = acc, .product_cycles = ProductCycles(fidelity, target)},
+                                        target, what));
   const std::string name = absl::StrCat("matmul_", mm.m(), "x", mm.k(), "x", mm.n());
-  // One item per block of C: checked before the items are built.
-  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("matmul m x k x n = ", mm.m(), " x ", mm.k(), " x ", mm.n()),
-                                 CheckedMul(m_t, n_blocks)));
+  const int64_t pm = bk.per_site_m, pn = bk.per_site_n, kb = bk.k_block;
 
   Template t(tr, tc);
   ASSIGN_OR_RETURN(TensorInit a_init, InitOf(ops[0].fill, a_elems));
   ASSIGN_OR_RETURN(TensorInit b_init, InitOf(ops[1].fill, b_elems));
-  TensorId a = t.AddTensor(ops[0].name, TensorRole::kInput, mm.m(), mm.k(), *in, std::move(a_init));
-  TensorId b = t.AddTensor(ops[1].name, TensorRole::kInput, mm.k(), mm.n(), *in, std::move(b_init));
-  TensorId c = t.AddTensor(spec.out(), TensorRole::kOutput, mm.m(), mm.n(), *in, TensorInit::Zero());
-  BufferId a_in = t.AddBuffer("in_a", 1, *in);
-  BufferId b_in = t.AddBuffer("in_b", blk, *in);
-  BufferId out = t.AddBuffer("out", blk, *in);
+  TensorId a = t.AddTensor(ops[0].name, TensorRole::kInput, mm.m(), mm.k(), fa, std::move(a_init));
+  TensorId b = t.AddTensor(ops[1].name, TensorRole::kInput, mm.k(), mm.n(), fb, std::move(b_init));
+  TensorId c = t.AddTensor(spec.out(), TensorRole::kOutput, mm.m(), mm.n(), fo, TensorInit::Zero());
+  BufferId a_in = t.AddBuffer("in_a", pm * kb, fa);
+  BufferId b_in = t.AddBuffer("in_b", kb * pn, fb);
+  // The item's fp32 block of C: one page, accumulated in place across the K blocks (the first block writes it).
+  BufferId acc_buf = t.AddScratch("acc", pm * pn, acc);
+  BufferId out = t.AddBuffer("out", bk.pack_w, fo);
 
-  // The item's output block is C tile (ITEM_Y, ITEM_X * blk ...); K block KBLOCK reads A tile (ITEM_Y, KBLOCK) and
-  // B tiles (KBLOCK, ITEM_X * blk ...). Without a fold KBLOCK is 0 and drops out of the addresses.
-  const bool fold = k_t > 1;
-  std::vector<Term> a_steps{{LoopVar::kItemY, k_t}};
-  std::vector<Term> b_steps{{LoopVar::kItemX, blk}};
-  if (fold) {
-    a_steps.push_back({LoopVar::kKBlock, 1});
-    b_steps.insert(b_steps.begin(), {LoopVar::kKBlock, n_t});
+  // Item (ITEM_Y, ITEM_X) computes C tiles [ITEM_Y * pm, +pm) x [ITEM_X * pn, +pn). Fold block KBLOCK (after the
+  // peeled first one) reads K tiles [(KBLOCK + 1) * kb, +kb). A's block depends on ITEM_Y only, so it is the
+  // same along ITEM_X (a row of sites) and multicast there; B's on ITEM_X only, multicast along ITEM_Y.
+  const BlockShape a_block{.h = pm, .w = kb, .pitch = k_t};
+  const BlockShape b_block{.h = kb, .w = pn, .pitch = n_t};
+  const MatmulTiles first{.m_tiles = pm, .n_tiles = pn, .k_tiles = kb, .accumulate = false, .fidelity = fidelity};
+  StageId la0 = t.AddLoadBlockAt("load_a", a, 0, {{LoopVar::kItemY, pm * k_t}}, a_block, a_in);
+  StageId lb0 = t.AddLoadBlockAt("load_b", b, 0, {{LoopVar::kItemX, pn}}, b_block, b_in);
+  t.SetMulticast(la0, LoopVar::kItemX);
+  t.SetMulticast(lb0, LoopVar::kItemY);
+  StageId mul0 = t.AddMatmul("matmul", first, a_in, b_in, acc_buf);
+  t.AddEdge(la0, a_in, mul0);
+  t.AddEdge(lb0, b_in, mul0);
+  StageId last = mul0;
+  if (bk.k_blocks > 1) {
+    // A fold of one block is no fold (a section folds two blocks or more): the second block is then written out
+    // in the prologue, at its fixed K offset.
+    const bool fold = bk.k_blocks > 2;
+    std::vector<Term> a_steps{{LoopVar::kItemY, pm * k_t}}, b_steps{{LoopVar::kItemX, pn}};
+    if (fold) {
+      t.Fold(bk.k_blocks - 1);
+      t.SetPhase(Phase::kBody);
+      a_steps.push_back({LoopVar::kKBlock, kb});
+      b_steps.insert(b_steps.begin(), {LoopVar::kKBlock, kb * n_t});
+    }
+    StageId la = t.AddLoadBlockAt("load_a_k", a, kb, a_steps, a_block, a_in);
+    StageId lb = t.AddLoadBlockAt("load_b_k", b, kb * n_t, b_steps, b_block, b_in);
+    t.SetMulticast(la, LoopVar::kItemX);
+    t.SetMulticast(lb, LoopVar::kItemY);
+    MatmulTiles more = first;
+    more.accumulate = true;
+    // An accumulating MatmulTiles reads its own output page (the carry the first block's product wrote).
+    StageId mul = t.AddMatmul("matmul_k", more, a_in, b_in, acc_buf);
+    t.AddEdge(la, a_in, mul);
+    t.AddEdge(lb, b_in, mul);
+    last = mul;
+    if (fold) t.SetPhase(Phase::kEpilogue);
   }
-
-  StageId zero = -1;
-  BufferId acc_buf;
-  if (fold) {
-    // The accumulator is carried across K blocks (two pages: old and new), so the prologue writes it first.
-    acc_buf = t.AddScratchDeep("acc", 2, blk, acc);
-    t.Fold(k_t);
-    zero = t.AddGeneric("zero_acc", TileSpace(tr, w), {}, {}, IdentMap(w), Const(0.0), acc_buf);
-    t.SetPhase(Phase::kBody);
-  } else {
-    acc_buf = t.AddScratch("acc", blk, acc);
+  // The packer: the fp32 block rounds once, to the output format, on its way out, a Dst's worth of tiles at a time
+  // (chunk j is the acc page's tiles [j * pack_w, +pack_w): tile row j * pack_w / pn of the block).
+  const int64_t acc_w = pm * pn * tc, w = bk.pack_w * tc;
+  for (int64_t j = 0; j < pm * pn / bk.pack_w; ++j) {
+    const int64_t tile0 = j * bk.pack_w, row = tile0 / pn, col = tile0 % pn;
+    ElemAccess from{.base = tile0 * tc, .terms = {{LoopVar::kRow, acc_w}, {LoopVar::kCol, 1}}};
+    StageId pack = t.AddGeneric(absl::StrCat("pack_", j), TileSpace(tr, w), {acc_buf}, {from}, IdentMap(w), Op(0), out);
+    StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out(), "_", j), c, row * n_t + col,
+                                 {{LoopVar::kItemY, pm * n_t}, {LoopVar::kItemX, pn}}, {.w = bk.pack_w, .pitch = n_t},
+                                 out);
+    t.AddEdge(last, acc_buf, pack);
+    t.AddEdge(pack, out, st);
   }
-  StageId la = t.AddLoad("load_a", a, a_steps, 1, a_in);
-  StageId lb = t.AddLoadBlockAt("load_b", b, 0, b_steps, {.w = blk, .pitch = n_t}, b_in);
-  StageId mul = t.AddMatmul("matmul", MatmulTiles{1, blk, 1, fold, false}, a_in, b_in, acc_buf);
-  if (fold) t.SetPhase(Phase::kEpilogue);
-  // The packer: the fp32 accumulator rounds once, to the output precision, on its way out.
-  StageId pack = t.AddGeneric("pack", TileSpace(tr, w), {acc_buf}, {IdentMap(w)}, IdentMap(w), Op(0), out);
-  StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out()), c, 0,
-                               {{LoopVar::kItemY, n_t}, {LoopVar::kItemX, blk}}, {.w = blk, .pitch = n_t}, out);
-  t.AddEdge(la, a_in, mul);
-  t.AddEdge(lb, b_in, mul);
-  // No edge from zero_acc: an accumulating MatmulTiles reads its own output page (the carry), not an input.
-  (void)zero;
-  t.AddEdge(mul, acc_buf, pack);
-  t.AddEdge(pack, out, st);
 
   std::vector<WorkItem> items;
-  items.reserve(static_cast<size_t>(m_t * n_blocks));
-  for (int64_t y = 0; y < m_t; ++y) {
-    for (int64_t x = 0; x < n_blocks; ++x) {
-      items.push_back(WorkItem{.id = y * n_blocks + x, .y = y, .x = x, .out = TileRect{.row0_t = y, .col0_t = x * blk,
-                                                                                       .w_t = blk}});
+  items.reserve(static_cast<size_t>(bk.items_y * bk.items_x));
+  for (int64_t y = 0; y < bk.items_y; ++y) {
+    for (int64_t x = 0; x < bk.items_x; ++x) {
+      items.push_back(WorkItem{.id = y * bk.items_x + x, .y = y, .x = x,
+                               .out = TileRect{.row0_t = y * pm, .col0_t = x * pn, .h_t = pm, .w_t = pn}});
     }
   }
-  t.SetPlan(BlockPlan{.per_site_n = blk, .grid_y = m_t, .grid_x = n_blocks, .num_blocks = k_t, .osw = blk});
-  return FinishSection(t, name, std::move(items), acc,
-                       ApproxIn("matmul", *in), target);
+  // The plan's grid is what placement follows: the item grid, wrapped onto the target's (a 1-D row of blocks
+  // longer than the grid's row is spread over every site instead).
+  t.SetPlan(BlockPlan{.per_site_m = pm, .per_site_n = pn,
+                      .grid_y = bk.one_d ? 1 : std::min(bk.items_y, target.grid_y()),
+                      .grid_x = bk.one_d ? bk.items_x : std::min(bk.items_x, target.grid_x()),
+                      .num_blocks = bk.k_blocks, .block_k_tiles = kb, .osh = bk.osh, .osw = bk.osw, .ibw = kb,
+                      .pack_accumulate = false});
+  return FinishSection(t, name, std::move(items), acc, ApproxIn("matmul", *in), target);
 }
 
 }  // namespace spatial

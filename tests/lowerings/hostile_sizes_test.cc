@@ -137,9 +137,10 @@ TEST(HostileSizesTest, MatmulOf2To40IsMalformed) {
   ExpectStatus(Matmul(32, 32, k2p40), "test_tiny",
                Malformed("matmul: k x n = 32 x 1099511627776 = 35184372088832 elements (operand b) exceed the "
                          "4294967296 a tensor holds"));
-  // Every tensor fits, but C is 2^13 x 2^11 blocks of items on test_tiny.
-  ExpectStatus(Matmul(65536, 8, 65536), "test_tiny",
-               Refused("matmul m x k x n = 65536 x 8 x 65536 needs 16777216 work items, more than the 1048576 a "
+  // Every tensor fits, but C's tile counts are primes (1031 x 1021 tiles of 8) and a row of 1021 fp32 tiles
+  // does not fit test_tiny's memory: the only blocks are single tiles, 1052651 items.
+  ExpectStatus(Matmul(8248, 8, 8168), "test_tiny",
+               Refused("matmul m x k x n = 8248 x 8 x 8168 needs 1052651 work items, more than the 1048576 a "
                        "section holds"));
 }
 

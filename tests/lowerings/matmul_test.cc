@@ -1,5 +1,5 @@
-// Matmul through MatmulTiles against the triple-loop reference: sizes off the tile, one K tile (no fold) and many
-// (a fold over K with a carried accumulator), n blocks that divide n's tiles.
+// Matmul through MatmulTiles against the triple-loop reference: sizes off the tile, one K block (no fold) and many
+// (a fold over K with a carried accumulator), the blocks of the multicast decomposition (matmul_blocking.h).
 #include <string>
 #include <tuple>
 #include <vector>
@@ -38,48 +38,71 @@ TEST(MatmulTest, MatchesReference) {
       const int64_t k_t = CeilDiv(c.k, t.tile_cols());
       const int64_t n_t = CeilDiv(c.n, t.tile_cols());
       EXPECT_EQ(s.name, absl::StrCat("matmul_", c.m, "x", c.k, "x", c.n));
-      EXPECT_EQ(s.num_blocks, k_t);
-      // The block is the largest divisor of n's tiles within the accumulator budget.
-      int64_t blk = std::min(n_t, t.effective_acc_tiles(Precision::kFp32));
-      while (n_t % blk != 0) --blk;
-      EXPECT_EQ(s.items.size(), static_cast<size_t>(m_t * (n_t / blk)));
-      EXPECT_EQ(s.items.back().out, (TileRect{m_t - 1, n_t - blk, 1, blk}));
+      // The items tile C exactly with blocks of the MatmulTiles' shape; K is the peeled first block plus the fold.
+      int64_t area = 0;
+      for (const WorkItem& w : s.items) area += w.out.h_t * w.out.w_t;
+      EXPECT_EQ(area, m_t * n_t);
       EXPECT_EQ(s.acc_precision, Precision::kFp32);
       EXPECT_EQ(s.claim.reason, "matmul in bf16");
       int matmuls = 0;
+      int64_t k_covered = 0;
       for (const Stage& st : s.stages) {
         if (const auto* mm = std::get_if<MatmulTiles>(&st.op)) {
           ++matmuls;
-          EXPECT_EQ(mm->n_tiles, blk);
-          EXPECT_EQ(mm->accumulate, k_t > 1);
-          EXPECT_EQ(st.phase, k_t > 1 ? Phase::kBody : Phase::kPrologue);
+          EXPECT_EQ(mm->m_tiles, s.items[0].out.h_t);
+          EXPECT_EQ(mm->n_tiles, s.items[0].out.w_t);
+          EXPECT_EQ(mm->accumulate, st.name == "matmul_k");
+          k_covered += mm->k_tiles * (st.phase == Phase::kBody ? s.num_blocks : 1);
+        } else if (const auto* l = std::get_if<Load>(&st.op)) {
+          // A's block is the same along a row of items, B's along a column: both multicast.
+          EXPECT_EQ(l->multicast, l->tensor == 0 ? LoopVar::kItemX : LoopVar::kItemY) << st.name;
         }
       }
-      EXPECT_EQ(matmuls, 1);
+      EXPECT_EQ(k_covered, k_t);
+      EXPECT_LE(matmuls, 2);
       ++checked;
     }
   }
   EXPECT_GE(checked, 20);
 }
 
-// The fold's carried accumulator is zeroed in the prologue and read out in the epilogue.
+// The first K block is peeled into the prologue (a plain product writes the accumulator, nothing zeroes it), the
+// fold accumulates in place into one fp32 page, the epilogue packs and stores it.
 TEST(MatmulTest, FoldPhases) {
   proto::OpSpec spec = Spec({"a", "b"});
   spec.mutable_matmul()->set_m(8);
-  spec.mutable_matmul()->set_k(24);
+  spec.mutable_matmul()->set_k(160);
   spec.mutable_matmul()->set_n(8);
   absl::StatusOr<Composition> c = Lower(spec, Shipped("test_tiny"));
   ASSERT_TRUE(c.ok()) << c.status();
   const Section& s = c->sections[0];
   ASSERT_TRUE(s.has_fold());
-  EXPECT_EQ(s.stages[s.FindStage("zero_acc")].phase, Phase::kPrologue);
-  EXPECT_EQ(s.stages[s.FindStage("load_a")].phase, Phase::kBody);
-  EXPECT_EQ(std::get<Load>(s.stages[s.FindStage("load_b")].op).num_blocks, 3);
-  EXPECT_EQ(s.stages[s.FindStage("pack")].phase, Phase::kEpilogue);
-  EXPECT_EQ(s.stages[s.FindStage("store_y")].phase, Phase::kEpilogue);
+  EXPECT_EQ(s.FindStage("zero_acc"), -1);
+  EXPECT_EQ(s.stages[s.FindStage("load_a")].phase, Phase::kPrologue);
+  EXPECT_EQ(s.stages[s.FindStage("matmul")].phase, Phase::kPrologue);
+  EXPECT_EQ(s.stages[s.FindStage("load_a_k")].phase, Phase::kBody);
+  EXPECT_EQ(std::get<Load>(s.stages[s.FindStage("load_b_k")].op).num_blocks, s.num_blocks);
+  EXPECT_TRUE(std::get<MatmulTiles>(s.stages[s.FindStage("matmul_k")].op).accumulate);
+  EXPECT_EQ(s.stages[s.FindStage("pack_0")].phase, Phase::kEpilogue);
+  EXPECT_EQ(s.stages[s.FindStage("store_y_0")].phase, Phase::kEpilogue);
   const Buffer& acc = s.buffers[s.FindBuffer("acc")];
-  EXPECT_EQ(acc.depth, 2);
+  EXPECT_EQ(acc.depth, 1);
   EXPECT_EQ(acc.precision, Precision::kFp32);
+}
+
+// The demo's shape (one row of A tiles against 96 columns of B tiles) spreads over most of the grid as the 1-D
+// layout, A multicast to every item.
+TEST(MatmulTest, SkinnyShapeUsesMostOfTheGrid) {
+  proto::OpSpec spec = Spec({"a", "b"});
+  spec.mutable_matmul()->set_m(32);
+  spec.mutable_matmul()->set_k(1024);
+  spec.mutable_matmul()->set_n(3072);
+  const Target& t = Shipped("wormhole_n150");
+  absl::StatusOr<Composition> c = Lower(spec, t);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Section& s = c->sections[0];
+  EXPECT_GE(static_cast<int64_t>(s.items.size()), t.sites() / 2);
+  EXPECT_LE(static_cast<int64_t>(s.items.size()), t.sites());
 }
 
 }  // namespace

@@ -29,6 +29,18 @@ TensorMap InputsOf(const Composition& c) {
   return in;
 }
 
+// Inputs whose every mantissa bit matters (the ramp's values are short dyadic fractions, exact in every format),
+// in [0.5, 1.5] so the dot products do not cancel.
+TensorMap WigglyInputsOf(const Composition& c) {
+  TensorMap in;
+  for (const Tensor& t : CompositionInputs(c)) {
+    TensorData d = sim_test::Ramp(t.rows, t.cols);
+    for (size_t i = 0; i < d.values.size(); ++i) d.values[i] = 1.0 + 0.5 * std::sin(0.37 * static_cast<double>(i) + 0.1);
+    in[t.name] = std::move(d);
+  }
+  return in;
+}
+
 class Lowered : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -85,6 +97,93 @@ TEST_F(Lowered, SiluUnderTheExactModelEqualsTheVm) {
   // SFPU-bound: silu is the accurate 1705-cycle kernel on Wormhole (approx_mode off).
   EXPECT_GT(r->report.engines(3).busy_cycles(), 0.0);
   EXPECT_EQ(r->report.engines(3).engine(), "sfpu");
+}
+
+// The multicast matmul on the 8x8 grid reads A and B from DRAM once each (1024^3: 8 x 8 items of 4 x 4 tiles, one
+// round); the same program with every Load reading its own block reads each block once per receiver, 8 times as
+// much, and takes longer.
+TEST_F(Lowered, MulticastReadsEachBlockOnce) {
+  proto::OpSpec spec = Spec({"a", "b"});
+  spec.mutable_matmul()->set_m(1024);
+  spec.mutable_matmul()->set_k(1024);
+  spec.mutable_matmul()->set_n(1024);
+  absl::StatusOr<Composition> c = Lower(spec, *target_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->sections[0].items.size(), 64u);
+  const proto::SimReport shared = sim_test::TimeOnly(*c, *target_);
+  const int64_t operand_bytes = 2 * int64_t{1024} * 1024 * 2;
+  EXPECT_EQ(shared.dram_read_bytes(), operand_bytes);
+  Composition unicast = *c;
+  for (Stage& st : unicast.sections[0].stages) {
+    if (auto* l = std::get_if<Load>(&st.op)) l->multicast = LoopVar::kUnspecified;
+  }
+  const proto::SimReport own = sim_test::TimeOnly(unicast, *target_);
+  EXPECT_EQ(own.dram_read_bytes(), 8 * operand_bytes);
+  EXPECT_GT(own.total_cycles(), shared.total_cycles());
+}
+
+// MatmulSpec.math_fidelity reaches both the timing (LoFi : HiFi2 : HiFi4 tile products at 16 : 32 : 64 cycles) and
+// the values (fewer mantissa bits multiplied: a larger error against the exact VM).
+TEST_F(Lowered, MathFidelityChangesCyclesAndValues) {
+  double cycles[3], err[3];
+  const proto::Fidelity fids[3] = {proto::LOFI, proto::HIFI2, proto::HIFI4};
+  for (int i = 0; i < 3; ++i) {
+    proto::OpSpec spec = Spec({"a", "b"});
+    spec.mutable_matmul()->set_m(4096);
+    spec.mutable_matmul()->set_k(4096);
+    spec.mutable_matmul()->set_n(4096);
+    spec.mutable_matmul()->set_math_fidelity(fids[i]);
+    absl::StatusOr<Composition> big = Lower(spec, *target_);
+    ASSERT_TRUE(big.ok()) << big.status();
+    cycles[i] = static_cast<double>(sim_test::TimeOnly(*big, *target_).total_cycles());
+    spec.mutable_matmul()->set_m(64);
+    spec.mutable_matmul()->set_k(256);
+    spec.mutable_matmul()->set_n(64);
+    absl::StatusOr<Composition> small = Lower(spec, *target_);
+    ASSERT_TRUE(small.ok()) << small.status();
+    std::unique_ptr<ValueModel> model = MakeTargetModel(*target_);
+    SimOptions o;
+    o.model = model.get();
+    o.compare_vm = true;
+    absl::StatusOr<SimResult> r = Simulate(*small, *target_, WigglyInputsOf(*small), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    err[i] = r->report.errors(0).rel_l2();
+  }
+  // LoFi is partly unpack-bound at this shape; HiFi4 is purely matrix-bound.
+  EXPECT_LT(cycles[0], 0.9 * cycles[1]);
+  EXPECT_LT(cycles[1], 0.6 * cycles[2]);
+  EXPECT_GT(err[0], err[1]);
+  EXPECT_GE(err[1], err[2]);
+}
+
+// Block-float inputs: bfp8_b and bfp4_b operands round the inputs before the product, so the error against the
+// f64 VM grows from bf16 to bfp8_b to bfp4_b; the tiles are 1088 and 576 bytes, so the DRAM reads shrink.
+TEST_F(Lowered, BlockFloatFormatsRoundTheOperands) {
+  double err[3];
+  int64_t read[3];
+  const proto::Precision fmts[3] = {proto::BF16, proto::BFP8_B, proto::BFP4_B};
+  for (int i = 0; i < 3; ++i) {
+    proto::OpSpec spec = Spec({"a", "b"});
+    spec.mutable_matmul()->set_m(64);
+    spec.mutable_matmul()->set_k(256);
+    spec.mutable_matmul()->set_n(64);
+    spec.mutable_matmul()->set_in0_format(fmts[i]);
+    spec.mutable_matmul()->set_in1_format(fmts[i]);
+    absl::StatusOr<Composition> c = Lower(spec, *target_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    std::unique_ptr<ValueModel> model = MakeTargetModel(*target_);
+    SimOptions o;
+    o.model = model.get();
+    o.compare_vm = true;
+    absl::StatusOr<SimResult> r = Simulate(*c, *target_, WigglyInputsOf(*c), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    err[i] = r->report.errors(0).rel_l2();
+    read[i] = r->report.dram_read_bytes();
+  }
+  EXPECT_LT(err[0], err[1]);
+  EXPECT_LT(err[1], err[2]);
+  EXPECT_EQ(read[1] * 2048, read[0] * 1088);
+  EXPECT_EQ(read[2] * 2048, read[0] * 576);
 }
 
 }  // namespace

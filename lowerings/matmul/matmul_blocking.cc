@@ -1,0 +1,139 @@
+#include "lowerings/matmul/matmul_blocking.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/size_budget.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+namespace {
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i != 0) continue;
+    d.push_back(i);
+    if (i != n / i) d.push_back(n / i);
+  }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The largest osh x osw <= cap with osh | m and osw | n; of equal areas the squarer one (it balances the two
+// unpackers: osh A tiles and osw B tiles per K step).
+std::pair<int64_t, int64_t> SubBlock(int64_t m, int64_t n, int64_t cap) {
+  std::pair<int64_t, int64_t> best{1, 1};
+  for (int64_t h : Divisors(m)) {
+    for (int64_t w : Divisors(n)) {
+      if (h * w > cap) continue;
+      const int64_t area = h * w, best_area = best.first * best.second;
+      if (area > best_area || (area == best_area && std::max(h, w) < std::max(best.first, best.second))) {
+        best = {h, w};
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+absl::StatusOr<MatmulBlocking> ChooseMatmulBlocking(const MatmulShape& s, const Target& target,
+                                                    const std::string& what) {
+  const auto& costs = target.proto().costs();
+  const int64_t gy = std::max<int64_t>(1, target.grid_y()), gx = std::max<int64_t>(1, target.grid_x());
+  const int64_t sites = gy * gx;
+  const int64_t mem = target.max_local_mem_bytes();
+  const int64_t ta = target.tile_bytes(s.a), tb = target.tile_bytes(s.b), to = target.tile_bytes(s.out),
+                tacc = target.tile_bytes(s.acc);
+  // Dst: one half of it while the packer drains the other (tt-metal's default double buffering) for the
+  // sub-block; the whole of it for the pack chunks (the certifier's limit on a stage's output page).
+  const int64_t dst_half = std::max<int64_t>(1, target.effective_acc_tiles(s.acc, false));
+  const int64_t dst_full = std::max<int64_t>(1, target.effective_acc_tiles(s.acc, true));
+  const double link = std::max(1.0, target.proto().noc().link_bytes_per_cycle());
+  const double unpack = std::max(1.0, costs.unpack_bytes_per_cycle());
+  const double pack = std::max(1.0, costs.pack_bytes_per_cycle());
+  const auto& d = target.proto().dram();
+  const double dram = std::max(1e-9, d.bytes_per_second() * (d.efficiency() > 0 ? d.efficiency() : 1.0) /
+                                         std::max(1.0, target.proto().clock_hz()));
+
+  std::optional<MatmulBlocking> best;
+  int64_t fewest_items = std::numeric_limits<int64_t>::max();  // of the candidates that fit memory
+  const std::vector<int64_t> kdiv = Divisors(s.k_t);
+  for (int64_t pm : Divisors(s.m_t)) {
+    for (int64_t pn : Divisors(s.n_t)) {
+      const int64_t iy = s.m_t / pm, ix = s.n_t / pn;
+      int64_t pack_w = 1;
+      for (int64_t d : Divisors(pn)) {
+        if (d <= dst_full) pack_w = d;
+      }
+      // The fp32 block stays; A and B blocks are double-buffered; the packed chunks too.
+      const int64_t fixed = pm * pn * tacc + 2 * pack_w * to;
+      if (fixed > mem) continue;
+      int64_t kb = 0;
+      for (int64_t d : kdiv) {
+        if (d > 8) break;  // tt-metal's in0_block_w stays small: the blocks are double-buffered in L1
+        if (fixed + 2 * d * (pm * ta + pn * tb) <= mem) kb = d;
+      }
+      if (kb == 0) continue;
+      fewest_items = std::min(fewest_items, iy * ix);
+      if (iy * ix > kMaxWorkItems) continue;
+      MatmulBlocking c;
+      c.per_site_m = pm;
+      c.per_site_n = pn;
+      c.items_y = iy;
+      c.items_x = ix;
+      c.k_block = kb;
+      c.k_blocks = s.k_t / kb;
+      std::tie(c.osh, c.osw) = SubBlock(pm, pn, dst_half);
+      c.pack_w = pack_w;
+      c.footprint = fixed + 2 * kb * (pm * ta + pn * tb);
+      c.one_d = iy == 1 && ix > gx;
+      c.rounds = c.one_d ? CeilDiv(ix, sites) : CeilDiv(iy, gy) * CeilDiv(ix, gx);
+      // One fold block on one site: the matrix work, the two unpackers' operand reads, the accumulator's round
+      // trip through local memory, and the reader's NoC traffic (each block in from DRAM and out to the row or
+      // column: counted twice, the sender's share).
+      const double math = static_cast<double>(pm * pn * kb) * s.product_cycles;
+      const double operands = static_cast<double>((pm / c.osh) * (pn / c.osw) * kb) *
+                              static_cast<double>(c.osh * ta + c.osw * tb) / (2 * unpack);
+      const double carry = static_cast<double>(pm * pn * tacc) * (1 / unpack + 1 / pack);
+      const double noc = 2.0 * static_cast<double>(kb * (pm * ta + pn * tb)) / link;
+      const double block = std::max({math, operands + carry, noc});
+      // The chip's DRAM: A is read once per round of columns of items, B once per round of rows (the multicast
+      // shares a read only among the items that run together), C written once.
+      const int64_t x_rounds = c.one_d ? c.rounds : CeilDiv(ix, gx), y_rounds = c.one_d ? 1 : CeilDiv(iy, gy);
+      const double dram_bytes = static_cast<double>(s.m_t * s.k_t * ta * x_rounds + s.k_t * s.n_t * tb * y_rounds +
+                                                    s.m_t * s.n_t * to);
+      const double site = static_cast<double>(c.rounds) * static_cast<double>(c.k_blocks) * block;
+      c.est_cycles = std::max(site, dram_bytes / dram);
+      // Of equal estimates (both DRAM-bound, say), the one whose sites have less to do; then fewer items
+      // (larger blocks: less traffic the estimate does not see).
+      const double best_site = best ? best->site_cycles : 0;
+      c.site_cycles = site;
+      if (!best || c.est_cycles < best->est_cycles ||
+          (c.est_cycles == best->est_cycles &&
+           (site < best_site || (site == best_site && iy * ix < best->items_y * best->items_x)))) {
+        best = c;
+      }
+    }
+  }
+  if (!best && fewest_items != std::numeric_limits<int64_t>::max()) {
+    // Every block that fits memory makes more items than a section holds: the budget's own refusal.
+    RETURN_IF_ERROR(WorkItemBudget(what, fewest_items));
+  }
+  if (!best) {
+    return NotLowered(absl::StrCat("matmul of ", s.m_t, " x ", s.k_t, " x ", s.n_t,
+                                   " tiles: not even a one-tile block and its operands fit a site's ", mem,
+                                   " bytes of local memory"));
+  }
+  return *best;
+}
+
+}  // namespace spatial
