@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ pkg-config libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev \
             libgmock-dev libsystemc-dev libbenchmark-dev python3
 
-.PHONY: all deps configure build test demo bench clean asan fuzz
+.PHONY: all deps configure build test demo bench fidelity clean asan fuzz
 
 all: build
 
@@ -35,6 +35,11 @@ demo: build
 bench: configure
 	cmake --build $(BUILD) -j $(JOBS) --target bench_all
 	@for b in $(BUILD)/bench/*_bench; do echo "== $$b"; $$b; done
+
+# The simulator against tt-metal's published GEMM tables; writes the rows of bench/fidelity/RESULTS.md.
+fidelity: configure
+	cmake --build $(BUILD) -j $(JOBS) --target gemm_fidelity
+	$(BUILD)/bench/gemm_fidelity --markdown=bench/fidelity/results_table.md
 
 # The test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps

@@ -9,9 +9,13 @@
 // SC_THREADs per site plus one controller; DRAM channels are reservation calendars (first come, first served at
 // the channel's sustained bandwidth), not processes.
 //
+// Multicast (Load.multicast, DESIGN §3.4): the receivers of one block wait for each other (each has reserved its
+// page, the semaphore tt-metal's sender waits on); then the sender reads it once from DRAM and sends it once down
+// its row or column (its link's bandwidth, the hops to the farthest receiver).
+//
 // What it leaves out, on purpose (hardware-facts §1.4 warns such a model is optimistic by up to 3x under bad
 // placement): NoC congestion on shared routes (a transfer is limited only by its site's link and its channels),
-// virtual channels, multicast, L1 bank conflicts. Tiles are interleaved over the channels by tile index; an
+// virtual channels, L1 bank conflicts. Tiles are interleaved over the channels by tile index; an
 // indirect load's address takes its admitted range's low end (the value is the VM's to know).
 //
 // This header does not include SystemC. SystemC elaborates once per process: RunMachine may be called once; a

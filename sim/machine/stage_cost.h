@@ -3,8 +3,10 @@
 //
 //  - Load / Store: bytes = block tiles x the tensor's tile bytes, moved over the DRAM channels the tiles are
 //    interleaved on (tile t on channel t mod channels, as tt-metal's interleaved buffers) and the site's NoC link.
-//  - MatmulTiles: m*n*k tile products x the matrix engine's cycles at the target's default fidelity; unpack reads
-//    each A and B tile once (the engine reuses them from its source registers) and C too when accumulating.
+//  - MatmulTiles: m*n*k tile products x the matrix engine's cycles at the stage's fidelity (else the target's),
+//    computed a Dst sub-block (the plan's osh x osw) at a time: per K tile both unpackers feed osh A and osw B
+//    tiles at once (capped by the shared L1 port); an accumulating product first reloads its partials into Dst
+//    (unless the plan packs with L1 accumulation); one Dst hand-off per sub-block.
 //  - Generic: per work tile (iteration points / tile elements): the FPU's eltwise costs when the body is only
 //    Add/Sub/Mul/Min/Max (a Mul costs one pass per fidelity phase; a body with no arithmetic is a datacopy at
 //    the add cost), otherwise the SFPU: each Unary at costs.sfpu for its kind and the target's approx mode
