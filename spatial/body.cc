@@ -11,7 +11,7 @@
 namespace spatial {
 namespace {
 
-Body Make(BodyNode n) { return Body(std::make_shared<const BodyNode>(std::move(n))); }
+Body Make(BodyNode n) { return Body(std::make_shared<BodyNode>(std::move(n))); }
 
 Body Binary(BodyOp op, Body a, Body b) {
   BodyNode n;
@@ -256,6 +256,27 @@ std::string BodyToString(const Body& body) {
     }
   }
   return "?";
+}
+
+BodyNode::~BodyNode() {
+  std::vector<std::shared_ptr<BodyNode>> pending;
+  auto take = [&pending](Body& child) {
+    if (child.node_ != nullptr) pending.push_back(std::move(child.node_));
+  };
+  take(a);
+  take(b);
+  take(c);
+  while (!pending.empty()) {
+    std::shared_ptr<BodyNode> n = std::move(pending.back());
+    pending.pop_back();
+    if (n.use_count() == 1) {
+      // The last handle: nothing else can see the node, so its children may be taken.
+      take(n->a);
+      take(n->b);
+      take(n->c);
+    }
+    // n is released here with its children already taken: its own destructor finds nothing to walk.
+  }
 }
 
 }  // namespace spatial

@@ -102,7 +102,9 @@ struct BodyNode;
 class Body {
  public:
   Body() = default;
-  explicit Body(std::shared_ptr<const BodyNode> n) : node_(std::move(n)) {}
+  // The node is held non-const so the last handle's destructor may unlink its children (~BodyNode); every access
+  // through a Body is const.
+  explicit Body(std::shared_ptr<BodyNode> n) : node_(std::move(n)) {}
 
   const BodyNode& operator*() const { return *node_; }
   const BodyNode* operator->() const { return node_.get(); }
@@ -110,7 +112,8 @@ class Body {
   bool defined() const { return node_ != nullptr; }
 
  private:
-  std::shared_ptr<const BodyNode> node_;
+  friend struct BodyNode;  // its destructor takes its children's handles to release them without recursing
+  std::shared_ptr<BodyNode> node_;
 };
 
 struct BodyNode {
@@ -121,6 +124,15 @@ struct BodyNode {
   SfpuKind sfpu;       // kUnary
   Pred pred;           // kSelect
   Body a, b, c;        // children: binary ops use a, b; Unary and Shr use a; Select uses b (then) and c (else)
+
+  BodyNode() = default;
+  BodyNode(const BodyNode&) = default;
+  BodyNode(BodyNode&&) = default;
+  BodyNode& operator=(const BodyNode&) = default;
+  BodyNode& operator=(BodyNode&&) = default;
+  // Iterative: releasing the last handle to a chain thousands deep must not recurse once per level (it overflowed
+  // the stack under ASan). Children this node alone owns are unlinked onto a worklist and released there.
+  ~BodyNode();
 };
 
 // Builders (the seed's op, konst, add, sub, mul, unary, ...).

@@ -415,7 +415,7 @@ absl::StatusOr<Body> BodyFromProto(const proto::TensorBody& p) {
       return MalformedAt(where, absl::StrCat("the body expands to more than ", kMaxBodyExpandedNodes,
                                              " nodes when shared subtrees are counted per use"));
     }
-    built[i] = Body(std::make_shared<const BodyNode>(std::move(node)));
+    built[i] = Body(std::make_shared<BodyNode>(std::move(node)));
   }
   return built.back();
 }

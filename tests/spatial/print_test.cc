@@ -92,7 +92,7 @@ TEST(Print, MalformedProgramsPrintWithoutCrashing) {
   BodyNode broken;
   broken.op = BodyOp::kAdd;
   broken.a = Op(0);  // b missing: BodyToString would dereference null
-  std::get<Generic>(s.stages[ids.finish].op).body = Body(std::make_shared<const BodyNode>(broken));
+  std::get<Generic>(s.stages[ids.finish].op).body = Body(std::make_shared<BodyNode>(broken));
   const std::string text = PrintComposition(c);
   EXPECT_THAT(text, HasSubstr("(xin, <bad buffer 42>, carry) -> (carry)"));
   EXPECT_THAT(text, HasSubstr("<bad stage -7> -[idx_buf]-> #3 gather"));

@@ -171,7 +171,7 @@ TEST_F(ValidateTest, GenericBodyNodesNeedTheirChildren) {
   BodyNode n;
   n.op = BodyOp::kAdd;
   n.a = Op(0);
-  generic(ids_.finish).body = Body(std::make_shared<const BodyNode>(n));
+  generic(ids_.finish).body = Body(std::make_shared<BodyNode>(n));
   ExpectError({"generic.body: Add node has no operand 'b'"});
 }
 
