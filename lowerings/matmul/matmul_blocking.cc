@@ -60,6 +60,7 @@ absl::StatusOr<MatmulBlocking> ChooseMatmulBlocking(const MatmulShape& s, const 
   const double link = std::max(1.0, target.proto().noc().link_bytes_per_cycle());
   const double unpack = std::max(1.0, costs.unpack_bytes_per_cycle());
   const double pack = std::max(1.0, costs.pack_bytes_per_cycle());
+  const double both = costs.unpack_both_bytes_per_cycle() > 0 ? costs.unpack_both_bytes_per_cycle() : 2 * unpack;
   const auto& d = target.proto().dram();
   const double dram = std::max(1e-9, d.bytes_per_second() * (d.efficiency() > 0 ? d.efficiency() : 1.0) /
                                          std::max(1.0, target.proto().clock_hz()));
@@ -101,8 +102,11 @@ absl::StatusOr<MatmulBlocking> ChooseMatmulBlocking(const MatmulShape& s, const 
       // trip through local memory, and the reader's NoC traffic (each block in from DRAM and out to the row or
       // column: counted twice, the sender's share).
       const double math = static_cast<double>(pm * pn * kb) * s.product_cycles;
+      // Per sub-block and K tile, the unpackers read osh A and osw B tiles at once, within the shared L1 port
+      // (the machine's MatmulTiles cost, sim/machine/stage_cost.cc, in the same terms).
+      const double a_b = static_cast<double>(c.osh * ta), b_b = static_cast<double>(c.osw * tb);
       const double operands = static_cast<double>((pm / c.osh) * (pn / c.osw) * kb) *
-                              static_cast<double>(c.osh * ta + c.osw * tb) / (2 * unpack);
+                              std::max({a_b / unpack, b_b / unpack, (a_b + b_b) / both});
       const double carry = static_cast<double>(pm * pn * tacc) * (1 / unpack + 1 / pack);
       const double noc = 2.0 * static_cast<double>(kb * (pm * ta + pn * tb)) / link;
       const double block = std::max({math, operands + carry, noc});

@@ -48,6 +48,14 @@ class Lowered : public ::testing::Test {
     ASSERT_TRUE(t.ok()) << t.status();
     target_ = std::make_unique<Target>(*t);
   }
+  // A simulation under the target's numerics, compared with the exact VM.
+  absl::StatusOr<SimResult> AgainstVm(const Composition& c, const TensorMap& in) const {
+    std::unique_ptr<ValueModel> model = MakeTargetModel(*target_);
+    SimOptions o;
+    o.model = model.get();
+    o.compare_vm = true;
+    return Simulate(c, *target_, in, o);
+  }
   std::unique_ptr<Target> target_;
 };
 
@@ -141,11 +149,7 @@ TEST_F(Lowered, MathFidelityChangesCyclesAndValues) {
     spec.mutable_matmul()->set_n(64);
     absl::StatusOr<Composition> small = Lower(spec, *target_);
     ASSERT_TRUE(small.ok()) << small.status();
-    std::unique_ptr<ValueModel> model = MakeTargetModel(*target_);
-    SimOptions o;
-    o.model = model.get();
-    o.compare_vm = true;
-    absl::StatusOr<SimResult> r = Simulate(*small, *target_, WigglyInputsOf(*small), o);
+    absl::StatusOr<SimResult> r = AgainstVm(*small, WigglyInputsOf(*small));
     ASSERT_TRUE(r.ok()) << r.status();
     err[i] = r->report.errors(0).rel_l2();
   }
@@ -171,11 +175,7 @@ TEST_F(Lowered, BlockFloatFormatsRoundTheOperands) {
     spec.mutable_matmul()->set_in1_format(fmts[i]);
     absl::StatusOr<Composition> c = Lower(spec, *target_);
     ASSERT_TRUE(c.ok()) << c.status();
-    std::unique_ptr<ValueModel> model = MakeTargetModel(*target_);
-    SimOptions o;
-    o.model = model.get();
-    o.compare_vm = true;
-    absl::StatusOr<SimResult> r = Simulate(*c, *target_, WigglyInputsOf(*c), o);
+    absl::StatusOr<SimResult> r = AgainstVm(*c, WigglyInputsOf(*c));
     ASSERT_TRUE(r.ok()) << r.status();
     err[i] = r->report.errors(0).rel_l2();
     read[i] = r->report.dram_read_bytes();
