@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
-#include <unordered_map>
+#include <tuple>
 #include <memory>
 #include <string>
 // sc_spawn: the sequencers are spawned per site from the elaborating constructor.
@@ -67,7 +67,7 @@ struct EngineCounters {
 
 // What a sequencer is blocked on, kept so a deadlock can name it.
 struct WaitInfo {
-  enum Kind : uint8_t { kNone, kInput, kSpace } kind = kNone;
+  enum Kind : uint8_t { kNone, kInput, kSpace, kMulticast } kind = kNone;
   int32_t stage = 0;
   int32_t buffer = 0;
   int64_t version = 0;
@@ -156,8 +156,8 @@ class Machine : public sc_core::sc_module {
   void Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, const StageCost& cost,
                 const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall);
   // A multicast Load's share of one group transfer: waits for the group, then for the block to arrive.
-  void Multicast(int64_t site, const SectionPlan& sp, int32_t stage_index, const StageCost& cost,
-                 const WorkItem& item, int64_t item_index, int32_t block, double* busy, double* dram_stall,
+  void Multicast(const SectionPlan& sp, int32_t stage_index, const StageCost& cost, const WorkItem& item,
+                 int64_t item_index, int32_t block, WaitInfo* waiting, double* busy, double* dram_stall,
                  double* sync_wait);
   // Books a DRAM transfer of the block's tiles for `site` on the channels and the site's link; returns its end.
   double BookDram(int64_t site, const AccessPattern& pat, const StageCost& cost, const WorkItem& item,
@@ -180,7 +180,7 @@ class Machine : public sc_core::sc_module {
   int64_t noc_bytes_ = 0, noc_byte_hops_ = 0;
   std::vector<Span> spans_;
   bool spans_truncated_ = false;
-  std::unordered_map<uint64_t, MulticastState> multicasts_;
+  std::map<std::tuple<int32_t, int32_t, int32_t>, MulticastState> multicasts_;  // (stage, group, block)
   sc_core::sc_event multicast_sent_;
 };
 
@@ -302,7 +302,7 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
     const bool grouped = !write && !sp.multicast[inv.stage].group_of_item.empty() &&
                          sp.multicast[inv.stage].group_of_item[item_index] >= 0;
     if (grouped) {
-      Multicast(site, sp, inv.stage, cost, item, item_index, inv.block, &busy, &dram_stall, &sync_wait);
+      Multicast(sp, inv.stage, cost, item, item_index, inv.block, &waiting, &busy, &dram_stall, &sync_wait);
     } else {
       Transfer(site, sp, stage, cost, item, inv.block, write, &busy, &dram_stall);
     }
@@ -404,13 +404,12 @@ void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, 
   WaitCycles(end - now);
 }
 
-void Machine::Multicast(int64_t site, const SectionPlan& sp, int32_t stage_index, const StageCost& cost,
-                        const WorkItem& item, int64_t item_index, int32_t block, double* busy, double* dram_stall,
+void Machine::Multicast(const SectionPlan& sp, int32_t stage_index, const StageCost& cost, const WorkItem& item,
+                        int64_t item_index, int32_t block, WaitInfo* waiting, double* busy, double* dram_stall,
                         double* sync_wait) {
   const MulticastGroups& mg = sp.multicast[stage_index];
   const int32_t group = mg.group_of_item[item_index];
-  const uint64_t key = (static_cast<uint64_t>(stage_index) << 44) ^ (static_cast<uint64_t>(group) << 20) ^
-                       static_cast<uint64_t>(block + 1);
+  const std::tuple<int32_t, int32_t, int32_t> key{stage_index, group, block};
   MulticastState& g = multicasts_[key];  // node-based: the reference survives other groups' inserts and erases
   const double arrive = Now();
   if (++g.arrived == mg.size[group]) {
@@ -430,7 +429,10 @@ void Machine::Multicast(int64_t site, const SectionPlan& sp, int32_t stage_index
     *dram_stall = std::max(0.0, dram_end - arrive - fastest);
     multicast_sent_.notify();
   } else {
+    // Named for a deadlock report: a group whose members cannot all arrive.
+    *waiting = {WaitInfo::kMulticast, stage_index, sp.section->stages[stage_index].outs.at(0), block};
     while (!g.sent) sc_core::wait(multicast_sent_);
+    waiting->kind = WaitInfo::kNone;
   }
   const double formed = Now();
   *sync_wait = formed - arrive;
@@ -471,6 +473,11 @@ std::string Machine::DeadlockMessage() const {
       ++total;
       if (shown >= 6) continue;
       ++shown;
+      if (w.kind == WaitInfo::kMulticast) {
+        absl::StrAppend(&msg, " site (", st.y, ",", st.x, ") ", kThreadNames[t], " at multicast stage '",
+                        sec.stages[w.stage].name, "' waits for the other receivers of block ", w.version, ";");
+        continue;
+      }
       const Fifo& f = st.fifos[w.buffer];
       absl::StrAppend(&msg, " site (", st.y, ",", st.x, ") ", kThreadNames[t], " at stage '",
                       sec.stages[w.stage].name, "' waits for ",

@@ -141,9 +141,14 @@ TEST_F(Lowered, MathFidelityChangesCyclesAndValues) {
     spec.mutable_matmul()->set_k(4096);
     spec.mutable_matmul()->set_n(4096);
     spec.mutable_matmul()->set_math_fidelity(fids[i]);
+    // bfp8_b operands (the published LoFi rows' format): bf16 at LoFi is bound by the unpackers' shared port.
+    spec.mutable_matmul()->set_in0_format(proto::BFP8_B);
+    spec.mutable_matmul()->set_in1_format(proto::BFP8_B);
     absl::StatusOr<Composition> big = Lower(spec, *target_);
     ASSERT_TRUE(big.ok()) << big.status();
     cycles[i] = static_cast<double>(sim_test::TimeOnly(*big, *target_).total_cycles());
+    spec.mutable_matmul()->clear_in0_format();
+    spec.mutable_matmul()->clear_in1_format();
     spec.mutable_matmul()->set_m(64);
     spec.mutable_matmul()->set_k(256);
     spec.mutable_matmul()->set_n(64);
@@ -153,8 +158,8 @@ TEST_F(Lowered, MathFidelityChangesCyclesAndValues) {
     ASSERT_TRUE(r.ok()) << r.status();
     err[i] = r->report.errors(0).rel_l2();
   }
-  // LoFi is partly unpack-bound at this shape; HiFi4 is purely matrix-bound.
-  EXPECT_LT(cycles[0], 0.9 * cycles[1]);
+  // LoFi is partly bound by the accumulator's reload at this shape; HiFi4 is purely matrix-bound.
+  EXPECT_LT(cycles[0], 0.8 * cycles[1]);
   EXPECT_LT(cycles[1], 0.6 * cycles[2]);
   EXPECT_GT(err[0], err[1]);
   EXPECT_GE(err[1], err[2]);
