@@ -105,5 +105,44 @@ TEST(MatmulTest, SkinnyShapeUsesMostOfTheGrid) {
   EXPECT_LE(static_cast<int64_t>(s.items.size()), t.sites());
 }
 
+// MatmulSpec's formats and fidelity: refused by name when they are not floats, not stored by the target, or not a
+// value of their enum.
+TEST(MatmulTest, FormatAndFidelityRefusals) {
+  auto lower = [](const std::string& target, auto&& edit) {
+    proto::OpSpec spec = Spec({"a", "b"});
+    spec.mutable_matmul()->set_m(32);
+    spec.mutable_matmul()->set_k(32);
+    spec.mutable_matmul()->set_n(32);
+    edit(spec.mutable_matmul());
+    return Lower(spec, Shipped(target)).status();
+  };
+  EXPECT_EQ(lower("wormhole_n150", [](proto::MatmulSpec* m) { m->set_in0_format(proto::INT8); }),
+            absl::InvalidArgumentError(
+                "matmul.in0_format = int8 is not a float format (bf16, fp16, fp32, bfp8_b, bfp4_b)"));
+  EXPECT_EQ(lower("grayskull_e150", [](proto::MatmulSpec* m) { m->set_in1_format(proto::BFP4_B); }),
+            absl::FailedPreconditionError("MissingPrecision: matmul.in1_format bfp4_b (target grayskull_e150)"));
+  EXPECT_EQ(lower("wormhole_n150", [](proto::MatmulSpec* m) { m->set_out_format(static_cast<proto::Precision>(99)); }),
+            absl::InvalidArgumentError("matmul.out_format is not a precision (99)"));
+  EXPECT_EQ(lower("wormhole_n150", [](proto::MatmulSpec* m) { m->set_math_fidelity(static_cast<proto::Fidelity>(7)); }),
+            absl::InvalidArgumentError("matmul.math_fidelity is not a fidelity (7)"));
+  // A valid choice lowers, and reaches every MatmulTiles and tensor.
+  proto::OpSpec spec = Spec({"a", "b"});
+  spec.mutable_matmul()->set_m(64);
+  spec.mutable_matmul()->set_k(320);
+  spec.mutable_matmul()->set_n(64);
+  spec.mutable_matmul()->set_math_fidelity(proto::LOFI);
+  spec.mutable_matmul()->set_in0_format(proto::BFP8_B);
+  spec.mutable_matmul()->set_out_format(proto::FP32);
+  absl::StatusOr<Composition> c = Lower(spec, Shipped("wormhole_n150"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Section& s = c->sections[0];
+  EXPECT_EQ(s.tensors[0].precision, Precision::kBfp8B);
+  EXPECT_EQ(s.tensors[1].precision, Precision::kBf16);
+  EXPECT_EQ(s.tensors[2].precision, Precision::kFp32);
+  for (const Stage& st : s.stages) {
+    if (const auto* mm = std::get_if<MatmulTiles>(&st.op)) EXPECT_EQ(mm->fidelity, MathFidelity::kLoFi);
+  }
+}
+
 }  // namespace
 }  // namespace spatial::testing
