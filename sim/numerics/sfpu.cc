@@ -87,7 +87,10 @@ float ExpSchraudolph(float x) {
   if (std::isnan(x)) return kNaN;
   x = std::max(x, -88.5f);
   const float t = SfpMad(kA, x, kBMinusC);
-  const float i = std::clamp(std::round(t), 0.0f, 32767.0f);  // SFPSTOCHRND to int16, deterministic (ties away)
+  // SFP_STOCH_RND to *unsigned* int16, deterministic (ties away), saturating at 0 and 65535 (tt-llk
+  // _init_exponential_: "Round to unsigned Int16"). No upper guard: from x ~ 89.4 the result's bits are 0x7FFF8000,
+  // a NaN, as on the hardware.
+  const float i = std::clamp(std::round(t), 0.0f, 65535.0f);
   return Ftz(FromBits(static_cast<uint32_t>(i) << 15));
 }
 

@@ -25,9 +25,10 @@ float SfpMul(float a, float b);
 float SfpAdd(float a, float b);
 
 // ── exp (§2 "exp") ──
-// Fast-approximate (Schraudolph 1999): i = A*x + (B-C) in one SFPMAD, A = 256/ln2, B-C = 32500.818; rounded to
-// int16 (SFPSTOCHRND, ties away; saturating at 0 and 32767, so exp saturates near 2 above x ~ 0.72 and is 0 far
-// below -88), shifted left 15 into the exponent/mantissa field. x is first clamped to >= -88.5. ~3-4.5% error.
+// Fast-approximate (Schraudolph 1999), the clamping variant of tt-llk's FAST_APPROX path: x is first clamped to
+// >= -88.5; i = A*x + (B-C) in one SFPMAD, A = 256/ln2, B-C = 32500.818; rounded to unsigned int16 (SFP_STOCH_RND,
+// ties away, saturating at 0 and 65535); shifted left 15 into the exponent/mantissa field. ~3-4.5% error on
+// [-88.5, 88]; exp(20) is 4.85e8 (an int16 rounding would saturate it near 2); from x ~ 89.4 the bits are a NaN.
 float ExpSchraudolph(float x);
 // Accurate bf16 (exp_21f, Moroz et al. 2022): z = x/ln2 + 127 clamped to [0, 255], scaled by 2^23 to an integer
 // whose exponent field is 2^floor and whose mantissa bits are the fraction f; 2^f refined by

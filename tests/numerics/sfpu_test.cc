@@ -75,10 +75,14 @@ TEST(SfpMad, FlushesDenormalsAndNegativeZero) {
 // = 1.95703125 * 2^-1 = 0.978515625 (the scheme's built-in -2.1% at 0).
 TEST(ExpSchraudolph, AtZero) { EXPECT_EQ(ExpSchraudolph(0.0f), 0.978515625f); }
 
-// i saturates at int16's 32767: 0x7FFF << 15 = 0x3FFF8000 = 1.11111111b = 2 - 2^-8 for every x above ~0.72
-// (§1.6 "saturates above ~0.72"); below the -88.5 clamp i is negative and saturates at 0.
-TEST(ExpSchraudolph, Saturation) {
-  EXPECT_EQ(ExpSchraudolph(10.0f), 2.0f - std::ldexp(1.0f, -8));
+// i is rounded to *unsigned* int16 (tt-llk's clamping variant): exp(10) is i = 36194 = 141 << 8 | 98, so
+// 2^14 * (1 + 98/256) = 22656 (exp(10) = 22026: +2.9%); exp(20) is i = 39887 = 155 << 8 | 207, 463 * 2^20 (not the
+// 1.996 an int16 rounding would saturate at). Past 65535 (x >= ~89.4) the bits 0x7FFF8000 are a NaN; below the
+// -88.5 clamp i saturates at 0.
+TEST(ExpSchraudolph, UnsignedInt16Range) {
+  EXPECT_EQ(ExpSchraudolph(10.0f), 22656.0f);
+  EXPECT_EQ(ExpSchraudolph(20.0f), std::ldexp(463.0f, 20));
+  EXPECT_TRUE(std::isnan(ExpSchraudolph(90.0f)));
   EXPECT_EQ(ExpSchraudolph(-100.0f), 0.0f);
 }
 
