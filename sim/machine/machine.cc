@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sim/machine/multicast_groups.h"
 #include "sim/machine/schedule.h"
 #include "sim/machine/stage_cost.h"
 #include "sim/place/placement.h"
@@ -79,17 +80,6 @@ struct SiteState {
   std::array<EngineCounters, kNumEngines> engines;
   int64_t items = 0;
   std::array<WaitInfo, kNumEngineThreads> waiting;
-};
-
-// The receivers of one multicast Load (DESIGN §3.4): items that differ only in the multicast axis and run at the
-// same ordinal on their sites. Grouping by ordinal keeps the handshake deadlock-free: every site runs its items,
-// blocks and stages in the same (ordinal, block, stage) order, so every member of a group reaches it having
-// passed only groups of lower rank. Members on one site would serialize, so a group never spans one.
-struct MulticastGroups {
-  std::vector<int32_t> group_of_item;  // by section item index; -1: the item reads its own block
-  std::vector<int32_t> size;           // members per group
-  std::vector<int64_t> sender_site;    // the member with the lowest axis coordinate reads DRAM (tt-metal's sender)
-  std::vector<int64_t> span_hops;      // router hops from the sender to its farthest receiver
 };
 
 struct SectionPlan {
@@ -688,59 +678,6 @@ absl::Status CheckAddresses(const SectionPlan& sp, int64_t tile_rows, int64_t ti
     }
   }
   return absl::OkStatus();
-}
-
-// The multicast groups of every multicast Load (see MulticastGroups). A group of one is no multicast.
-std::vector<MulticastGroups> GroupMulticasts(const Section& s, const Placement& pl) {
-  std::vector<MulticastGroups> out(s.stages.size());
-  // Where each item runs: its site and its ordinal there.
-  std::vector<int64_t> site_of(s.items.size(), -1), ordinal_of(s.items.size(), -1);
-  for (size_t site = 0; site < pl.site_items.size(); ++site) {
-    for (size_t j = 0; j < pl.site_items[site].size(); ++j) {
-      site_of[pl.site_items[site][j]] = static_cast<int64_t>(site);
-      ordinal_of[pl.site_items[site][j]] = static_cast<int64_t>(j);
-    }
-  }
-  for (size_t si = 0; si < s.stages.size(); ++si) {
-    const auto* load = std::get_if<Load>(&s.stages[si].op);
-    if (load == nullptr || load->multicast == LoopVar::kUnspecified) continue;
-    const bool along_x = load->multicast == LoopVar::kItemX;
-    MulticastGroups& mg = out[si];
-    mg.group_of_item.assign(s.items.size(), -1);
-    std::map<std::pair<int64_t, int64_t>, int32_t> ids;  // (ordinal, the other coordinate) -> group
-    std::vector<int64_t> lowest;                          // the sender's axis coordinate
-    for (size_t k = 0; k < s.items.size(); ++k) {
-      if (site_of[k] < 0) continue;
-      const int64_t other = along_x ? s.items[k].y : s.items[k].x;
-      const int64_t along = along_x ? s.items[k].x : s.items[k].y;
-      auto [it, fresh] = ids.try_emplace({ordinal_of[k], other}, static_cast<int32_t>(mg.size.size()));
-      if (fresh) {
-        mg.size.push_back(0);
-        mg.sender_site.push_back(site_of[k]);
-        mg.span_hops.push_back(0);
-        lowest.push_back(along);
-      }
-      const int32_t g = it->second;
-      mg.group_of_item[k] = g;
-      ++mg.size[g];
-      if (along < lowest[g]) {
-        lowest[g] = along;
-        mg.sender_site[g] = site_of[k];
-      }
-    }
-    for (size_t k = 0; k < s.items.size(); ++k) {
-      const int32_t g = mg.group_of_item[k];
-      if (g < 0) continue;
-      if (mg.size[g] < 2) {
-        mg.group_of_item[k] = -1;
-        continue;
-      }
-      const int64_t a = mg.sender_site[g], b = site_of[k];
-      const int64_t hops = std::llabs(a / pl.grid_x - b / pl.grid_x) + std::llabs(a % pl.grid_x - b % pl.grid_x);
-      mg.span_hops[g] = std::max(mg.span_hops[g], hops);
-    }
-  }
-  return out;
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+// Which items share one multicast Load's block on a machine run (DESIGN §3.4, §8 "Data movement"): the groups
+// the machine's semaphore handshake joins. No SystemC here.
+#ifndef SIM_MACHINE_MULTICAST_GROUPS_H_
+#define SIM_MACHINE_MULTICAST_GROUPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/place/placement.h"
+#include "spatial/program.h"
+
+namespace spatial {
+
+// The receivers of one multicast Load (DESIGN §3.4): items that differ only in the multicast axis and run at the
+// same ordinal on their sites. Grouping by ordinal keeps the handshake deadlock-free: every site runs its items,
+// blocks and stages in the same (ordinal, block, stage) order, so every member of a group reaches it having
+// passed only groups of lower rank. Members on one site would serialize, so a group never spans one.
+struct MulticastGroups {
+  std::vector<int32_t> group_of_item;  // by section item index; -1: the item reads its own block
+  std::vector<int32_t> size;           // members per group
+  std::vector<int64_t> sender_site;    // the member with the lowest axis coordinate reads DRAM (tt-metal's sender)
+  std::vector<int64_t> span_hops;      // router hops from the sender to its farthest receiver
+};
+
+// The multicast groups of every multicast Load of the section, by stage (empty for other stages). A group of one
+// is no multicast: its item's group is -1.
+std::vector<MulticastGroups> GroupMulticasts(const Section& s, const Placement& pl);
+
+}  // namespace spatial
+
+#endif  // SIM_MACHINE_MULTICAST_GROUPS_H_
