@@ -143,7 +143,7 @@ class Machine : public sc_core::sc_module {
   void Execute(int64_t site, int thread, const SectionPlan& sp, int64_t ordinal, int64_t n_items,
                const WorkItem& item, const Invocation& inv);
   // Moves a Load's or Store's tiles over the DRAM channels and the site's link; returns when it is done.
-  void Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, const StageCost& cost,
+  void Transfer(int64_t site, const Stage& stage, const StageCost& cost,
                 const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall);
   // A multicast Load's share of one group transfer: waits for the group, then for the block to arrive.
   void Multicast(const SectionPlan& sp, int32_t stage_index, const StageCost& cost, const WorkItem& item,
@@ -294,7 +294,7 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
     if (grouped) {
       Multicast(sp, inv.stage, cost, item, item_index, inv.block, &waiting, &busy, &dram_stall, &sync_wait);
     } else {
-      Transfer(site, sp, stage, cost, item, inv.block, write, &busy, &dram_stall);
+      Transfer(site, stage, cost, item, inv.block, write, &busy, &dram_stall);
     }
     EngineCounters& ec = st.engines[static_cast<int>(primary)];
     ec.busy += busy;
@@ -381,11 +381,10 @@ double Machine::BookDram(int64_t site, const AccessPattern& pat, const StageCost
   return end;
 }
 
-void Machine::Transfer(int64_t site, const SectionPlan& sp, const Stage& stage, const StageCost& cost,
+void Machine::Transfer(int64_t site, const Stage& stage, const StageCost& cost,
                        const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall) {
   const AccessPattern& pat =
       write ? std::get<Store>(stage.op).pattern : std::get<Load>(stage.op).pattern;
-  (void)sp;
   const double now = Now();
   double uncontended = 0;
   const double end = BookDram(site, pat, cost, item, block, write, now, &uncontended);
