@@ -40,4 +40,20 @@ bool Target::supports_storage(Precision p) const {
   return false;
 }
 
+proto::Fidelity Target::matmul_fidelity(proto::Fidelity f) const {
+  if (f != proto::FIDELITY_UNSPECIFIED) return f;
+  const proto::Fidelity t = p_.numerics().fidelity();
+  return t == proto::FIDELITY_UNSPECIFIED ? proto::HIFI4 : t;
+}
+
+double Target::matmul_cycles(proto::Fidelity f) const {
+  const auto& c = p_.costs();
+  switch (matmul_fidelity(f)) {
+    case proto::LOFI: return c.matmul_lofi();
+    case proto::HIFI2: return c.matmul_hifi2();
+    case proto::HIFI3: return c.matmul_hifi3();
+    default: return c.matmul_hifi4();
+  }
+}
+
 }  // namespace spatial

@@ -46,6 +46,11 @@ class Target {
   // "MissingPrecision: ..." when no integer of the target holds it.
   absl::StatusOr<Precision> index_precision_for(int64_t space) const;
 
+  // The fidelity a matmul runs at: `f`, or the target's numerics.fidelity when f is unset (HiFi4 when that is
+  // unset too: tt-metal's accurate default). Its cycles per TR x TC @ TC x TC tile product, from the cost table.
+  proto::Fidelity matmul_fidelity(proto::Fidelity f = proto::FIDELITY_UNSPECIFIED) const;
+  double matmul_cycles(proto::Fidelity f = proto::FIDELITY_UNSPECIFIED) const;
+
   // Whether a buffer or tensor may hold values of this precision.
   bool supports_storage(Precision p) const;
 

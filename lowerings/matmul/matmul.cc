@@ -26,19 +26,10 @@ absl::StatusOr<Precision> FormatOf(proto::Precision p, const std::string& field,
     return absl::InvalidArgumentError(absl::StrCat("matmul.", field, " = ", std::string(PrecisionName(f)),
                                                    " is not a float format (bf16, fp16, fp32, bfp8_b, bfp4_b)"));
   }
-  if (!target.supports_storage(f)) return MissingPrecision(absl::StrCat("matmul.", field, " ", std::string(PrecisionName(f))), target);
-  return f;
-}
-
-// Cycles of one tile product at a fidelity, from the target's cost table.
-double ProductCycles(MathFidelity f, const Target& target) {
-  const auto& c = target.proto().costs();
-  switch (f == MathFidelity::kDefault ? static_cast<MathFidelity>(target.proto().numerics().fidelity()) : f) {
-    case MathFidelity::kLoFi: return c.matmul_lofi();
-    case MathFidelity::kHiFi2: return c.matmul_hifi2();
-    case MathFidelity::kHiFi3: return c.matmul_hifi3();
-    default: return c.matmul_hifi4();
+  if (!target.supports_storage(f)) {
+    return MissingPrecision(absl::StrCat("matmul.", field, " ", std::string(PrecisionName(f))), target);
   }
+  return f;
 }
 
 }  // namespace
@@ -58,7 +49,8 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   if (!in) return MissingCompute("a matrix datapath", target);
   const Precision acc = target.matrix_acc().value_or(Precision::kFp32);
   if (!proto::Fidelity_IsValid(mm.math_fidelity())) {
-    return absl::InvalidArgumentError(absl::StrCat("matmul.math_fidelity is not a fidelity (", mm.math_fidelity(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("matmul.math_fidelity is not a fidelity (", mm.math_fidelity(), ")"));
   }
   const auto fidelity = static_cast<MathFidelity>(mm.math_fidelity());
   ASSIGN_OR_RETURN(const Precision fa, FormatOf(mm.in0_format(), "in0_format", *in, target));
@@ -76,7 +68,8 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   const std::string what = absl::StrCat("matmul m x k x n = ", mm.m(), " x ", mm.k(), " x ", mm.n());
   ASSIGN_OR_RETURN(const MatmulBlocking bk,
                    ChooseMatmulBlocking(MatmulShape{.m_t = m_t, .k_t = k_t, .n_t = n_t, .a = fa, .b = fb, .out = fo,
-                                                    .acc = acc, .product_cycles = ProductCycles(fidelity, target)},
+                                                    .acc = acc,
+                                                    .product_cycles = target.matmul_cycles(mm.math_fidelity())},
                                         target, what));
   const std::string name = absl::StrCat("matmul_", mm.m(), "x", mm.k(), "x", mm.n());
   const int64_t pm = bk.per_site_m, pn = bk.per_site_n, kb = bk.k_block;
@@ -136,8 +129,8 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   const int64_t acc_w = pm * pn * tc, w = bk.pack_w * tc;
   for (int64_t j = 0; j < pm * pn / bk.pack_w; ++j) {
     const int64_t tile0 = j * bk.pack_w, row = tile0 / pn, col = tile0 % pn;
-    ElemAccess from{.base = tile0 * tc, .terms = {{LoopVar::kRow, acc_w}, {LoopVar::kCol, 1}}};
-    StageId pack = t.AddGeneric(absl::StrCat("pack_", j), TileSpace(tr, w), {acc_buf}, {from}, IdentMap(w), Op(0), out);
+    StageId pack = t.AddGeneric(absl::StrCat("pack_", j), TileSpace(tr, w), {acc_buf}, {Map2(tile0 * tc, acc_w, 1)},
+                                IdentMap(w), Op(0), out);
     StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out(), "_", j), c, row * n_t + col,
                                  {{LoopVar::kItemY, pm * n_t}, {LoopVar::kItemX, pn}}, {.w = bk.pack_w, .pitch = n_t},
                                  out);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/size_budget.h"
+#include "spatial/semantics/footprint.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -53,6 +54,10 @@ absl::StatusOr<MatmulBlocking> ChooseMatmulBlocking(const MatmulShape& s, const 
   const int64_t mem = target.max_local_mem_bytes();
   const int64_t ta = target.tile_bytes(s.a), tb = target.tile_bytes(s.b), to = target.tile_bytes(s.out),
                 tacc = target.tile_bytes(s.acc);
+  auto bytes = [&target](int64_t depth, int64_t page_tiles, Precision p) {
+    const Buffer b{.name = "", .depth = depth, .page_tiles = page_tiles, .precision = p};
+    return BufferBytes(b, target.tile_rows(), target.tile_cols());
+  };
   // Dst: one half of it while the packer drains the other (tt-metal's default double buffering) for the
   // sub-block; the whole of it for the pack chunks (the certifier's limit on a stage's output page).
   const int64_t dst_half = std::max<int64_t>(1, target.effective_acc_tiles(s.acc, false));
@@ -75,13 +80,14 @@ absl::StatusOr<MatmulBlocking> ChooseMatmulBlocking(const MatmulShape& s, const 
       for (int64_t d : Divisors(pn)) {
         if (d <= dst_full) pack_w = d;
       }
-      // The fp32 block stays; A and B blocks are double-buffered; the packed chunks too.
-      const int64_t fixed = pm * pn * tacc + 2 * pack_w * to;
+      // The buffers matmul.cc declares, measured as the certifier measures them (spatial/semantics/footprint.h):
+      // the fp32 block stays (one page); A and B blocks and the packed chunks are double-buffered.
+      const int64_t fixed = bytes(1, pm * pn, s.acc) + bytes(2, pack_w, s.out);
       if (fixed > mem) continue;
       int64_t kb = 0;
       for (int64_t d : kdiv) {
         if (d > 8) break;  // tt-metal's in0_block_w stays small: the blocks are double-buffered in L1
-        if (fixed + 2 * d * (pm * ta + pn * tb) <= mem) kb = d;
+        if (fixed + bytes(2, pm * d, s.a) + bytes(2, d * pn, s.b) <= mem) kb = d;
       }
       if (kb == 0) continue;
       fewest_items = std::min(fewest_items, iy * ix);
@@ -95,7 +101,6 @@ absl::StatusOr<MatmulBlocking> ChooseMatmulBlocking(const MatmulShape& s, const 
       c.k_blocks = s.k_t / kb;
       std::tie(c.osh, c.osw) = SubBlock(pm, pn, dst_half);
       c.pack_w = pack_w;
-      c.footprint = fixed + 2 * kb * (pm * ta + pn * tb);
       c.one_d = iy == 1 && ix > gx;
       c.rounds = c.one_d ? CeilDiv(ix, sites) : CeilDiv(iy, gy) * CeilDiv(ix, gx);
       // One fold block on one site: the matrix work, the two unpackers' operand reads, the accumulator's round

@@ -48,7 +48,6 @@ struct MatmulBlocking {
   int64_t rounds = 1;       // items on the busiest site
   double est_cycles = 0;    // the ranking estimate: the larger of site_cycles and the chip's DRAM time
   double site_cycles = 0;   // one site's estimated cycles
-  int64_t footprint = 0;    // bytes of local memory per site
 };
 
 // Fails (NotLowered) when not even a one-tile block fits the site's memory, or when every block that does makes

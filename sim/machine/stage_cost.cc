@@ -94,19 +94,6 @@ int64_t BufferPageTiles(const Section& s, BufferId b) {
   return std::max<int64_t>(1, s.buffers[b].page_tiles);
 }
 
-// The cycles of one tile product at a stage's fidelity (MatmulTiles.fidelity; kDefault: the target's).
-double ProductCycles(MathFidelity f, const Target& target, const MachineParams& p) {
-  const auto& costs = target.proto().costs();
-  switch (f) {
-    case MathFidelity::kLoFi: return costs.matmul_lofi();
-    case MathFidelity::kHiFi2: return costs.matmul_hifi2();
-    case MathFidelity::kHiFi3: return costs.matmul_hifi3();
-    case MathFidelity::kHiFi4: return costs.matmul_hifi4();
-    case MathFidelity::kDefault: break;
-  }
-  return p.matmul_cycles;
-}
-
 // The Dst sub-block a MatmulTiles page is computed in: the section plan's (tt-metal's out_subblock_h/w) when it
 // describes this product, else one row of the largest width that divides n and fits half of Dst.
 std::pair<int64_t, int64_t> SubBlockOf(const Section& s, const MatmulTiles& mm, const Target& target) {
@@ -128,8 +115,7 @@ std::pair<int64_t, int64_t> SubBlockOf(const Section& s, const MatmulTiles& mm, 
 // k_tiles the unpackers feed osh A tiles (SrcA) and osw B tiles (SrcB) at once, and the FPU runs osh * osw tile
 // products at the fidelity; the packer writes the sub-block out while the next one computes (Dst halves), one
 // Dst hand-off per sub-block.
-ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm, const Target& target,
-                       const MachineParams& p) {
+ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm, const Target& target) {
   const auto& costs = target.proto().costs();
   ComputeCost c;
   const int64_t m = std::max<int64_t>(0, mm.m_tiles), n = std::max<int64_t>(0, mm.n_tiles),
@@ -147,7 +133,7 @@ ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm,
   const double both = costs.unpack_both_bytes_per_cycle() > 0 ? costs.unpack_both_bytes_per_cycle() : 2 * one;
   const bool reload = mm.accumulate && !(s.plan && s.plan->pack_accumulate);
   const double out_tiles = static_cast<double>(SatMul(m, n));
-  c.fpu = static_cast<double>(products) * ProductCycles(mm.fidelity, target, p);
+  c.fpu = static_cast<double>(products) * target.matmul_cycles(static_cast<proto::Fidelity>(mm.fidelity));
   if (reload) c.fpu += out_tiles * costs.eltwise_add_per_tile();  // the partials' datacopy into Dst
   if (one > 0) {
     const double osh_b = static_cast<double>(osh) * ta, osw_b = static_cast<double>(osw) * tb;
@@ -298,29 +284,12 @@ absl::StatusOr<MachineParams> DeriveParams(const Target& target) {
   p.link_bytes_per_cycle = t.noc().link_bytes_per_cycle();
   p.hop_cycles = std::max(0.0, t.noc().hop_cycles());
   p.niu_cycles = std::max(0.0, t.noc().niu_cycles());
-  const auto& costs = t.costs();
-  switch (t.numerics().fidelity()) {
-    case proto::LOFI:
-      p.fidelity = "LoFi";
-      p.fidelity_phases = 1;
-      p.matmul_cycles = costs.matmul_lofi();
-      break;
-    case proto::HIFI2:
-      p.fidelity = "HiFi2";
-      p.fidelity_phases = 2;
-      p.matmul_cycles = costs.matmul_hifi2();
-      break;
-    case proto::HIFI3:
-      p.fidelity = "HiFi3";
-      p.fidelity_phases = 3;
-      p.matmul_cycles = costs.matmul_hifi3();
-      break;
-    default:  // unspecified: HiFi4, the accurate default of tt-metal's compute kernels
-      p.fidelity = "HiFi4";
-      p.fidelity_phases = 4;
-      p.matmul_cycles = costs.matmul_hifi4();
-      break;
-  }
+  // The default fidelity (unspecified: HiFi4, the accurate default of tt-metal's compute kernels); its enum value
+  // is its number of phases.
+  const proto::Fidelity fidelity = target.matmul_fidelity();
+  p.fidelity = std::string(MathFidelityName(static_cast<MathFidelity>(fidelity)));
+  p.fidelity_phases = static_cast<int>(fidelity);
+  p.matmul_cycles = target.matmul_cycles();
   const int64_t west = (p.channels + 1) / 2, east = p.channels / 2;
   for (int64_t c = 0; c < p.channels; ++c) {
     const bool on_west = c % 2 == 0;
@@ -357,7 +326,7 @@ StageCost CostOf(const Section& section, const Stage& stage, const Target& targe
       c.tile_bytes = target.tile_bytes(section.tensors[stor->tensor].precision);
     }
   } else if (const auto* mm = std::get_if<MatmulTiles>(&stage.op)) {
-    c.compute = MatmulCost(section, stage, *mm, target, params);
+    c.compute = MatmulCost(section, stage, *mm, target);
   } else if (const auto* g = std::get_if<Generic>(&stage.op)) {
     c.compute = GenericCost(section, stage, *g, target, params);
   }

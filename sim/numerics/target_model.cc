@@ -23,8 +23,7 @@ TargetNumerics ResolveTargetNumerics(const Target& target, const ModelOptions& o
   n.flush_denormals = p.flush_denormals();
   n.approx_mode = options.approx_mode.value_or(p.approx_mode());
   n.matrix_in = target.matrix_in().value_or(Precision::kBf16);
-  n.fidelity = options.fidelity.value_or(p.fidelity());
-  if (n.fidelity == proto::FIDELITY_UNSPECIFIED) n.fidelity = proto::HIFI4;
+  n.fidelity = target.matmul_fidelity(options.fidelity.value_or(proto::FIDELITY_UNSPECIFIED));
   proto::Numerics effective = p;
   effective.set_sfpu_store(n.sfpu_store);
   n.sfpu_fp32 = ResolveSfpuConfig(effective, Precision::kFp32, n.approx_mode);

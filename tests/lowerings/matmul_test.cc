@@ -140,7 +140,9 @@ TEST(MatmulTest, FormatAndFidelityRefusals) {
   EXPECT_EQ(s.tensors[1].precision, Precision::kBf16);
   EXPECT_EQ(s.tensors[2].precision, Precision::kFp32);
   for (const Stage& st : s.stages) {
-    if (const auto* mm = std::get_if<MatmulTiles>(&st.op)) EXPECT_EQ(mm->fidelity, MathFidelity::kLoFi);
+    if (const auto* mm = std::get_if<MatmulTiles>(&st.op)) {
+      EXPECT_EQ(mm->fidelity, MathFidelity::kLoFi);
+    }
   }
 }
 

@@ -35,7 +35,9 @@ TensorMap WigglyInputsOf(const Composition& c) {
   TensorMap in;
   for (const Tensor& t : CompositionInputs(c)) {
     TensorData d = sim_test::Ramp(t.rows, t.cols);
-    for (size_t i = 0; i < d.values.size(); ++i) d.values[i] = 1.0 + 0.5 * std::sin(0.37 * static_cast<double>(i) + 0.1);
+    for (size_t i = 0; i < d.values.size(); ++i) {
+      d.values[i] = 1.0 + 0.5 * std::sin(0.37 * static_cast<double>(i) + 0.1);
+    }
     in[t.name] = std::move(d);
   }
   return in;
