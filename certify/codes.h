@@ -3,12 +3,16 @@
 #ifndef CERTIFY_CODES_H_
 #define CERTIFY_CODES_H_
 
+#include <array>
 #include <string_view>
 
 namespace spatial::codes {
 
 // A site's buffers (depth * page_tiles * tile bytes) exceed the target's usable local memory.
 inline constexpr std::string_view kFootprintExceeded = "FOOTPRINT_EXCEEDED";
+// A section declares more buffers than a site has circular buffers (the target's num_cbs): each buffer is one
+// page FIFO with its own id, as tt-metal's 32 CBs per core are.
+inline constexpr std::string_view kCbCountExceeded = "CB_COUNT_EXCEEDED";
 // A compute stage's output page is wider than the accumulator (Dst) holds at the section's precision.
 inline constexpr std::string_view kAccTilesExceeded = "ACC_TILES_EXCEEDED";
 // A Load/Store tile address or a Generic element offset can leave its tensor or page.
@@ -40,6 +44,13 @@ inline constexpr std::string_view kTargetMismatch = "TARGET_MISMATCH";
 inline constexpr std::string_view kMulticastVaries = "MULTICAST_VARIES";
 // Structurally invalid: ids out of range, wrong arity, absurd sizes (spatial/validate.h), or unparsable.
 inline constexpr std::string_view kMalformed = "MALFORMED";
+
+// Every stable code, for the tools and tests that must know them all (the corpus's coverage, the fuzzers' check
+// that no diagnostic carries an unknown code).
+inline constexpr std::array<std::string_view, 17> kAllCodes = {
+    kFootprintExceeded, kAccTilesExceeded, kIndexOutOfRange,   kIndexOverflow,  kStateOrder,      kUninitializedCarry,
+    kFifoTwoReaders,    kDanglingBuffer,   kStageOrder,        kOpenAlgebra,    kUnsupportedPrecision,
+    kItemsOverlap,      kTripOutOfRange,   kTargetMismatch,    kMulticastVaries, kCbCountExceeded, kMalformed};
 
 }  // namespace spatial::codes
 

@@ -51,6 +51,20 @@ void CheckFootprint(SectionContext& ctx) {
   }
 }
 
+// Every buffer is a page FIFO with its own circular-buffer id on the site, and a site has num_cbs of them (32 on
+// Wormhole and Blackhole, hardware-facts §1.3); a target that gives none has no limit.
+void CheckCircularBuffers(SectionContext& ctx) {
+  const Section& s = ctx.s;
+  const int64_t cap = ctx.target.proto().num_cbs();
+  ctx.proof.set_circular_buffers(cap);
+  const int64_t n = static_cast<int64_t>(s.buffers.size());
+  if (cap <= 0 || n <= cap) return;
+  ctx.Diag(codes::kCbCountExceeded, -1, "buffers", absl::StrCat("<= ", cap, " buffers"), absl::StrCat(n, " buffers"),
+           absl::StrCat("the section declares ", n, " buffers, but a site of target '", ctx.target.name(), "' has ",
+                        cap, " circular buffers (num_cbs), one per buffer: ", n - cap,
+                        " too many; the last is '", s.buffers.back().name, "'"));
+}
+
 bool IsCompute(const Stage& st) { return st.is_generic() || st.is_matmul(); }
 
 // A compute stage produces its output in the accumulator (Dst) before packing it out, so what it needs at once
@@ -189,6 +203,7 @@ void CheckPrecisions(SectionContext& ctx) {
 
 void CheckResources(SectionContext& ctx) {
   CheckFootprint(ctx);
+  CheckCircularBuffers(ctx);
   CheckAccumulator(ctx);
   CheckPrecisions(ctx);
 }

@@ -79,7 +79,10 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
     return ValuePages(names, g, tag, target);
   }
   ASSIGN_OR_RETURN(Composition fold, FlashFold(names, g, tag, target));
-  if (SiteFootprint(fold.sections[0], target) > target.max_local_mem_bytes()) {
+  // Each value page adds four buffers (its stream, block product, carry and output); past the site's circular
+  // buffers the fold goes a page at a time too.
+  if (SiteFootprint(fold.sections[0], target) > target.max_local_mem_bytes() ||
+      OverCircularBuffers(fold.sections[0], target)) {
     return ValuePages(names, g, tag, target);
   }
   if (!g.sinks) return fold;

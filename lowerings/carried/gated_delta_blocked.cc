@@ -228,22 +228,14 @@ absl::StatusOr<Composition> StepSection(const Step& c, int64_t r, int64_t pages)
   const StageId s_inv = t.AddGeneric("o_rsqrt", HeadSpace(1, tw), {ssum}, {PerRowMap(one_w)}, PerRowMap(one_w),
                                      Unary(SfpuKind::Rsqrt(c.eps_nano, c.head), Op(0)), inv);
   const BufferId ob = t.AddBufferDeep("out", pages, nb, p);
-  std::vector<std::pair<StageId, BufferId>> zins;
-  for (int64_t j = 0; j < nb; ++j) {
-    const BufferId zb = t.AddBufferDeep(absl::StrCat("in_z", j), 1, 1, p);
-    zins.push_back({t.AddLoadBlockAt(absl::StrCat("load_z", j), zt, r * v_t + j, head_steps(nb), {}, zb), zb});
-  }
-  // y = o · inv · GN · gate(z) — the gate read through per-a-block tiles, banded back together.
-  std::vector<BufferId> g_ins{ovec, inv, gin};
-  std::vector<ElemAccess> g_maps{IdentMap(w), Fixed(0), IdentMap(w)};
-  bands.clear();
-  for (int64_t j = 0; j < nb; ++j) {
-    g_ins.push_back(zins[j].second);
-    g_maps.push_back(ElemAccess{-j * tw, {{LoopVar::kCol, 1}}, std::nullopt});
-    const int zslot = static_cast<int>(g_ins.size()) - 1;
-    bands.push_back({(j + 1) * tw, Mul(Mul(Mul(Op(0), Op(1)), Op(2)), DeltaGate(spec.gate(), Op(zslot)))});
-  }
-  const StageId s_out = t.AddGeneric("gd_gate", FlatSpace(w), g_ins, g_maps, IdentMap(w), Banded(bands), ob);
+  // The gate's z at the head's strip, loaded as v is: one buffer (every buffer is a circular buffer of the site,
+  // and a site has num_cbs of them).
+  const BufferId zin = t.AddBufferDeep("in_z", 1, nb, p);
+  const StageId lz = t.AddLoadBlockAt("load_z", zt, r * v_t, head_steps(nb), {.w = nb, .pitch = nb}, zin);
+  // y = o · inv · GN · gate(z).
+  const Body gated = Mul(Mul(Mul(Op(0), Op(1)), Op(2)), DeltaGate(spec.gate(), Op(3)));
+  const StageId s_out = t.AddGeneric("gd_gate", FlatSpace(w), {ovec, inv, gin, zin},
+                                     {IdentMap(w), Fixed(0), IdentMap(w), IdentMap(w)}, IdentMap(w), gated, ob);
   // Where the head's strip of row r sits in the flat output.
   const int64_t y_col = r * v_t;
   const StageId store = t.AddStoreBlock("store_y", y, y_col, head_steps(nb), {.w = nb, .pitch = nb}, ob);
@@ -252,7 +244,7 @@ absl::StatusOr<Composition> StepSection(const Step& c, int64_t r, int64_t pages)
   t.AddEdge(s_sum, ssum, s_inv);
   t.AddEdge(s_inv, inv, s_out);
   t.AddEdge(lg, gin, s_out);
-  for (const auto& [lz, zb] : zins) t.AddEdge(lz, zb, s_out);
+  t.AddEdge(lz, zin, s_out);
   t.AddEdge(s_out, ob, store);
   // The updated a-blocks leave last: the output's store is the section's result (its strips are the items' rects),
   // and nothing after an a-block's update reads its page but its store.

@@ -29,6 +29,11 @@ int64_t SiteFootprint(const Section& s, const Target& target) {
   return SectionFootprint(s, target.tile_rows(), target.tile_cols());
 }
 
+bool OverCircularBuffers(const Section& s, const Target& target) {
+  const int64_t cap = target.proto().num_cbs();
+  return cap > 0 && static_cast<int64_t>(s.buffers.size()) > cap;
+}
+
 absl::StatusOr<Composition> FitSite(absl::StatusOr<Composition> c, std::string_view what, const Target& target) {
   if (!c.ok()) return c;
   for (const Section& s : c->sections) {

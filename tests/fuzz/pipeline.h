@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "certify/certify.h"
+#include "certify/codes.h"
 #include "proto/program.pb.h"
 #include "sim/vm/vm.h"
 #include "spatial/proto_file.h"
@@ -102,11 +103,7 @@ inline std::optional<TensorMap> FuzzInputs(const Composition& c, uint64_t seed) 
 }
 
 inline bool KnownDiagnosticCode(const std::string& code) {
-  static const std::array<const char*, 15> kCodes = {
-      "FOOTPRINT_EXCEEDED", "ACC_TILES_EXCEEDED", "INDEX_OUT_OF_RANGE", "INDEX_OVERFLOW", "STATE_ORDER",
-      "UNINITIALIZED_CARRY", "FIFO_TWO_READERS", "DANGLING_BUFFER", "STAGE_ORDER", "OPEN_ALGEBRA",
-      "UNSUPPORTED_PRECISION", "ITEMS_OVERLAP", "TRIP_OUT_OF_RANGE", "TARGET_MISMATCH", "MALFORMED"};
-  return std::find(kCodes.begin(), kCodes.end(), code) != kCodes.end();
+  return std::find(codes::kAllCodes.begin(), codes::kAllCodes.end(), code) != codes::kAllCodes.end();
 }
 
 // The VM fault a status names, or "" when its message starts with no known fault name.
