@@ -327,8 +327,14 @@ SfpuConfig ResolveSfpuConfig(const proto::Numerics& n, Precision dest, bool appr
   switch (c.recip) {
     case proto::RECIP_LEGACY_NEWTON: c.recip_iters = given > 0 ? given : (approx ? 2 : 3); break;
     case proto::RECIP_HW_APPROX: c.recip_iters = approx ? 0 : (given > 0 ? given : 1) + (fp32 ? 1 : 0); break;
-    default: c.recip_iters = (given > 0 ? given : 1) + (fp32 ? 1 : 0); break;
+    default:
+      // tt-llk _calculate_reciprocal_internal_: approx runs _sfpu_reciprocal_<0> ("the same effect as max_iter=1")
+      // and stores it unrounded; otherwise <2> for an fp32 Dst, <1> and an explicit bf16 rounding for a 16-bit one.
+      c.recip_iters = approx ? 1 : (given > 0 ? given : 1) + (fp32 ? 1 : 0);
+      c.recip_rounds = !approx;
+      break;
   }
+  if (c.recip == proto::RECIP_LEGACY_NEWTON) c.recip_rounds = false;
   c.rsqrt = n.rsqrt() == proto::RSQRT_ALGORITHM_UNSPECIFIED ? proto::RSQRT_MAGIC_POLY : n.rsqrt();
   const int steps = static_cast<int>(std::clamp<int64_t>(n.rsqrt_newton_iters(), 0, 16));
   if (c.rsqrt == proto::RSQRT_COMPAT_NEWTON) {
@@ -360,7 +366,7 @@ float EvalSfpu(const SfpuConfig& c, const SfpuKind& k, float x) {
       }
     case SfpuOp::kExpAccurate: return Finish(c, AccurateExpFor(c, x), true);
     case SfpuOp::kLn: return Finish(c, LnFp32(x), true);
-    case SfpuOp::kRecip: return Finish(c, Recip(c, x), c.recip != proto::RECIP_LEGACY_NEWTON);
+    case SfpuOp::kRecip: return Finish(c, Recip(c, x), c.recip_rounds);
     case SfpuOp::kRsqrt: {
       const float scale = static_cast<float>(1.0 / static_cast<double>(k.over == 0 ? 1 : k.over));
       const float eps = static_cast<float>(static_cast<double>(k.eps_nano) * 1e-9);

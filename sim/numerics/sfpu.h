@@ -101,6 +101,7 @@ struct SfpuConfig {
   proto::ExpAlgorithm exp = proto::EXP_ACCURATE_FP32;
   proto::RecipAlgorithm recip = proto::RECIP_NEWTON;
   int recip_iters = 2;
+  bool recip_rounds = true;  // the kernel rounds its bf16 result explicitly (approx mode writes it as it is)
   proto::RsqrtAlgorithm rsqrt = proto::RSQRT_MAGIC_POLY;
   int rsqrt_steps = 1;         // MAGIC_POLY: corrections after the polynomial step; COMPAT: Newton steps
   int legacy_recip_iters = 3;  // the legacy reciprocal inside RSQRT_COMPAT_NEWTON
@@ -114,8 +115,10 @@ struct SfpuConfig {
 //    as tt-metal's non-approx exp does under fp32_dest_acc (§1.6 rows "accurate bf16 (exp_21f)" and "accurate
 //    fp32 (Cody-Waite)"). Unspecified: fast when approx, else accurate for the destination.
 //  - recip: recip_newton_iters (default 1) counts the steps for a 16-bit destination; an fp32 destination runs one
-//    more ("One iteration for bf16 (<=0.5 ulp), two for fp32"). RECIP_HW_APPROX in approx mode is the raw seed
-//    (SFPARECIP alone: 32 cycles/tile, §1.6). RECIP_LEGACY_NEWTON: the count, default 3 (2 approx).
+//    more ("One iteration for bf16 (<=0.5 ulp), two for fp32"). In approx mode RECIP_NEWTON is tt-llk's
+//    _sfpu_reciprocal_<0>: one step for any destination, stored without the explicit bf16 rounding.
+//    RECIP_HW_APPROX in approx mode is the raw seed (SFPARECIP alone: 32 cycles/tile, §1.6).
+//    RECIP_LEGACY_NEWTON: the count, default 3 (2 approx).
 //  - rsqrt: MAGIC_POLY takes SQRT_10 with no correction in approx mode, else SQRT_23 with rsqrt_newton_iters
 //    corrections (default 1); COMPAT_NEWTON takes rsqrt_newton_iters Newton steps (default 2).
 //  - silu: the target's; unspecified: SILU_POLY when approx, else SILU_SIGMOID.

@@ -24,6 +24,7 @@
 #include "certify/certify.h"
 #include "certify/codes.h"
 #include "proto/program.pb.h"
+#include "sim/simulate.h"
 #include "sim/vm/vm.h"
 #include "spatial/proto_file.h"
 #include "spatial/proto_io.h"
@@ -40,6 +41,7 @@ struct Outcome {
   Reached reached = Reached::kParseError;
   bool vm_ran = false;     // the VM was run (the program was small enough)
   std::string vm_fault;    // the fault's name when it faulted
+  bool simulated = false;  // the timing-only machine model ran it (certified, and the VM ran it without a fault)
   std::string misbehaved;  // "" when every step behaved; else what went wrong
 };
 
@@ -147,8 +149,9 @@ inline std::string CheckDiagnostics(const CertifyResult& r) {
   return "";
 }
 
-// Runs one input through the whole path.
-inline Outcome RunPipeline(std::string_view bytes, bool text, uint64_t seed) {
+// Runs one input through the whole path: parse, FromProto, validate, certify, the VM, and for a certified program
+// the VM ran, the timing-only machine model (`simulate` false leaves it out).
+inline Outcome RunPipeline(std::string_view bytes, bool text, uint64_t seed, bool simulate = true) {
   Outcome out;
   proto::Composition p;
   absl::Status parsed = text ? ParseTextProto(bytes, "fuzz.textproto", &p) : ParseBinaryProto(bytes, "fuzz.binpb", &p);
@@ -192,7 +195,21 @@ inline Outcome RunPipeline(std::string_view bytes, bool text, uint64_t seed) {
   if (!inputs) return out;
   out.vm_ran = true;
   absl::StatusOr<TensorMap> vm = RunComposition(*c, c->tile_rows, c->tile_cols, *inputs);
-  if (vm.ok()) return out;
+  if (vm.ok()) {
+    // Certified implies it runs on the machine model too, timing only: every address inside its tensor (the machine
+    // checks them itself), no deadlock, no run the model refuses. Simulate forks a child per run.
+    if (!cert.ok() || !simulate) return out;
+    SimOptions so;
+    so.timing_only = true;
+    so.timeout_seconds = 60;
+    absl::StatusOr<SimResult> sim = Simulate(*c, target, *inputs, so);
+    out.simulated = true;
+    if (!sim.ok()) {
+      out.misbehaved = absl::StrCat("certified and run by the VM, yet the timing-only simulation fails: ",
+                                    sim.status().ToString());
+    }
+    return out;
+  }
   out.vm_fault = FaultName(vm.status());
   if (out.vm_fault.empty()) {
     out.misbehaved = absl::StrCat("VM error with no fault name: ", vm.status().ToString());
