@@ -130,15 +130,26 @@ std::string NumericsTable(const Target& target) {
     const char* dtype;
     const char* fidelity;
   };
-  const Case cases[] = {{"BFLOAT16", "HiFi4"}, {"BFLOAT16", "HiFi2"}, {"BFLOAT16", "LoFi"},
-                        {"BFLOAT8_B", "HiFi2"}, {"BFLOAT8_B", "LoFi"}, {"BFLOAT4_B", "LoFi"}};
+  const Case base[] = {{"BFLOAT16", "HiFi4"}, {"BFLOAT16", "HiFi2"}, {"BFLOAT16", "LoFi"},
+                       {"BFLOAT8_B", "HiFi2"}, {"BFLOAT8_B", "LoFi"}, {"BFLOAT4_B", "LoFi"}};
+  // Each with an fp32 Dst and fp32 partials, and as the GEMM benchmarks run it: a 16-bit Dst (accumulation
+  // rounded to bf16 after every product, hardware-facts §1.2) and bf16 partials accumulated by the packer.
+  struct Run {
+    Case c;
+    bool fp32_dest;
+  };
+  std::vector<Run> cases;
+  for (bool fp32_dest : {true, false}) {
+    for (const Case& c : base) cases.push_back({c, fp32_dest});
+  }
   const int64_t m = 256, k = 1024, n = 256;
   std::string out = absl::StrFormat(
-      "| dtype | fidelity | rel L2 vs f64 | max abs |\n|---|---|---|---|\n");
+      "| dtype | fidelity | Dst | rel L2 vs f64 | max abs |\n|---|---|---|---|---|\n");
   std::printf("\nnumerics: %lld x %lld x %lld on %s, inputs uniform in [-1, 1), simulated vs the exact VM\n",
               static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
               target.name().c_str());
-  for (const Case& cs : cases) {
+  for (const auto& [cs, fp32_dest] : cases) {
+    const char* dst = fp32_dest ? "fp32" : "bf16";
     proto::OpSpec spec;
     spec.set_out("c");
     spec.add_operands()->set_name("a");
@@ -150,9 +161,11 @@ std::string NumericsTable(const Target& target) {
     mm->set_math_fidelity(FidelityOf(cs.fidelity));
     mm->set_in0_format(FormatOf(cs.dtype));
     mm->set_in1_format(FormatOf(cs.dtype));
+    mm->set_fp32_dest_acc(fp32_dest);
+    mm->set_packer_l1_acc(!fp32_dest);
     absl::StatusOr<Composition> c = Lower(spec, target);
     if (!c.ok()) {
-      std::printf("  %s %s: %s\n", cs.dtype, cs.fidelity, std::string(c.status().message()).c_str());
+      std::printf("  %s %s %s: %s\n", cs.dtype, cs.fidelity, dst, std::string(c.status().message()).c_str());
       continue;
     }
     std::mt19937_64 rng(42);
@@ -173,13 +186,14 @@ std::string NumericsTable(const Target& target) {
     o.compare_vm = true;
     absl::StatusOr<SimResult> r = Simulate(*c, target, inputs, o);
     if (!r.ok() || r->report.errors_size() == 0) {
-      std::printf("  %s %s: %s\n", cs.dtype, cs.fidelity, r.ok() ? "no error report" :
+      std::printf("  %s %s %s: %s\n", cs.dtype, cs.fidelity, dst, r.ok() ? "no error report" :
                   std::string(r.status().message()).c_str());
       continue;
     }
     const proto::OutputError& e = r->report.errors(0);
-    std::printf("  %-9s %-5s rel L2 %.3e  max abs %.3e\n", cs.dtype, cs.fidelity, e.rel_l2(), e.max_abs());
-    out += absl::StrFormat("| %s | %s | %.3e | %.3e |\n", cs.dtype, cs.fidelity, e.rel_l2(), e.max_abs());
+    std::printf("  %-9s %-5s Dst %s rel L2 %.3e  max abs %.3e\n", cs.dtype, cs.fidelity, dst, e.rel_l2(),
+                e.max_abs());
+    out += absl::StrFormat("| %s | %s | %s | %.3e | %.3e |\n", cs.dtype, cs.fidelity, dst, e.rel_l2(), e.max_abs());
   }
   return out;
 }
@@ -237,6 +251,13 @@ int Main(int argc, char** argv) {
       mm->set_in0_format(FormatOf(r.dtype));
       mm->set_in1_format(FormatOf(r.dtype));
       mm->set_out_format(FormatOf(r.dtype));
+      // The compute-kernel switches both benchmarks ran with: the tuned test passes fp32_dest_acc_en=False,
+      // packer_l1_acc=True (tests/ttnn/unit_tests/benchmarks/test_benchmark.py, test_matmul_2d_host_perf); the
+      // out-of-box test passes nothing, and ttnn's matmul defaults are fp32_dest_acc = (output is FLOAT32),
+      // packer_l1_acc = !that (ttnn matmul_device_operation.cpp, init_device_compute_kernel_config): the same for
+      // these bf16 / bfp8_b / bfp4_b outputs.
+      mm->set_fp32_dest_acc(false);
+      mm->set_packer_l1_acc(true);
       absl::StatusOr<Composition> c = Lower(spec, *target);
       absl::StatusOr<SimResult> sim = absl::UnknownError("not lowered");
       if (c.ok()) {

@@ -47,7 +47,15 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   if (tr != tc) return NotLowered("a matmul in tiles on a tile that is not square");
   const std::optional<Precision> in = target.matrix_in();
   if (!in) return MissingCompute("a matrix datapath", target);
-  const Precision acc = target.matrix_acc().value_or(Precision::kFp32);
+  // The accumulator: the spec's fp32_dest_acc where it says, else the target's; a 16-bit Dst is bf16.
+  const Precision acc = !mm.has_fp32_dest_acc() ? target.matrix_acc().value_or(Precision::kFp32)
+                        : mm.fp32_dest_acc()    ? Precision::kFp32
+                                                : Precision::kBf16;
+  if (target.effective_acc_tiles(acc, true) <= 0) {
+    return MissingPrecision(absl::StrCat("matmul.fp32_dest_acc = ", mm.fp32_dest_acc() ? "true" : "false",
+                                         ": a Dst that accumulates in ", std::string(PrecisionName(acc))),
+                            target);
+  }
   if (!proto::Fidelity_IsValid(mm.math_fidelity())) {
     return absl::InvalidArgumentError(
         absl::StrCat("matmul.math_fidelity is not a fidelity (", mm.math_fidelity(), ")"));
@@ -69,7 +77,8 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   ASSIGN_OR_RETURN(const MatmulBlocking bk,
                    ChooseMatmulBlocking(MatmulShape{.m_t = m_t, .k_t = k_t, .n_t = n_t, .a = fa, .b = fb, .out = fo,
                                                     .acc = acc,
-                                                    .product_cycles = target.matmul_cycles(mm.math_fidelity())},
+                                                    .product_cycles = target.matmul_cycles(mm.math_fidelity()),
+                                                    .pack_accumulate = mm.packer_l1_acc()},
                                         target, what));
   const std::string name = absl::StrCat("matmul_", mm.m(), "x", mm.k(), "x", mm.n());
   const int64_t pm = bk.per_site_m, pn = bk.per_site_n, kb = bk.k_block;
@@ -82,7 +91,8 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   TensorId c = t.AddTensor(spec.out(), TensorRole::kOutput, mm.m(), mm.n(), fo, TensorInit::Zero());
   BufferId a_in = t.AddBuffer("in_a", pm * kb, fa);
   BufferId b_in = t.AddBuffer("in_b", kb * pn, fb);
-  // The item's fp32 block of C: one page, accumulated in place across the K blocks (the first block writes it).
+  // The item's block of C at the accumulator's precision (the partials): one page, accumulated in place across the
+  // K blocks (the first block writes it).
   BufferId acc_buf = t.AddScratch("acc", pm * pn, acc);
   BufferId out = t.AddBuffer("out", bk.pack_w, fo);
 
@@ -152,7 +162,7 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
                       .grid_y = bk.one_d ? 1 : std::min(bk.items_y, target.grid_y()),
                       .grid_x = bk.one_d ? bk.items_x : std::min(bk.items_x, target.grid_x()),
                       .num_blocks = bk.k_blocks, .block_k_tiles = kb, .osh = bk.osh, .osw = bk.osw, .ibw = kb,
-                      .pack_accumulate = false});
+                      .pack_accumulate = mm.packer_l1_acc()});
   return FinishSection(t, name, std::move(items), acc, ApproxIn("matmul", *in), target);
 }
 

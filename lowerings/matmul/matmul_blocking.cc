@@ -112,7 +112,7 @@ absl::StatusOr<MatmulBlocking> ChooseMatmulBlocking(const MatmulShape& s, const 
       const double a_b = static_cast<double>(c.osh * ta), b_b = static_cast<double>(c.osw * tb);
       const double operands = static_cast<double>((pm / c.osh) * (pn / c.osw) * kb) *
                               std::max({a_b / unpack, b_b / unpack, (a_b + b_b) / both});
-      const double carry = static_cast<double>(pm * pn * tacc) * (1 / unpack + 1 / pack);
+      const double carry = static_cast<double>(pm * pn * tacc) * ((s.pack_accumulate ? 0 : 1 / unpack) + 1 / pack);
       const double noc = 2.0 * static_cast<double>(kb * (pm * ta + pn * tb)) / link;
       const double block = std::max({math, operands + carry, noc});
       // The chip's DRAM: A is read once per round of columns of items, B once per round of rows (the multicast

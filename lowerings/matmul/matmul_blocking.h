@@ -36,6 +36,7 @@ struct MatmulShape {
   int64_t m_t = 1, k_t = 1, n_t = 1;  // tile counts
   Precision a = Precision::kBf16, b = Precision::kBf16, out = Precision::kBf16, acc = Precision::kFp32;
   double product_cycles = 32;  // one tile product at the matmul's fidelity
+  bool pack_accumulate = false;  // the packer accumulates in local memory: no K block reloads the partials
 };
 
 struct MatmulBlocking {

@@ -229,13 +229,16 @@ absl::StatusOr<Composition> FinishSection(Template& t, std::string name, std::ve
                                          name),
                             target);
   }
-  const int64_t budget = RowBlockTiles(target);
+  // The certifier's limit: the Dst tiles at the section's accumulator precision (a 16-bit Dst holds twice the
+  // fp32 tiles).
+  const int64_t budget = target.effective_acc_tiles(acc_precision, true);
   const Section& s = t.section();
   for (const Stage& st : s.stages) {
     const int64_t tiles = DstTiles(s, st);  // spatial/semantics/footprint.h, the certifier's measure too
     if (tiles > budget) {
       return AccTilesExceeded(absl::StrCat("stage '", st.name, "' of ", name, " computes a page of ", tiles,
-                                           " tiles; the accumulator holds ", budget, " fp32 tiles (target ",
+                                           " tiles; the accumulator holds ", budget, " ",
+                                           std::string(PrecisionName(acc_precision)), " tiles (target ",
                                            target.name(), ")"));
     }
   }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "certify/certify.h"
 #include "gtest/gtest.h"
 #include "spatial/maps.h"
 #include "tests/lowerings/harness.h"
@@ -139,11 +140,55 @@ TEST(MatmulTest, FormatAndFidelityRefusals) {
   EXPECT_EQ(s.tensors[0].precision, Precision::kBfp8B);
   EXPECT_EQ(s.tensors[1].precision, Precision::kBf16);
   EXPECT_EQ(s.tensors[2].precision, Precision::kFp32);
+  // A block-float operand feeds the bf16 engine through the unpacker: the program certifies (`lower` refused it
+  // before, its certifier taking only bf16 operands).
+  const CertifyResult cert = Certify(*c, Shipped("wormhole_n150"));
+  EXPECT_TRUE(cert.ok()) << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
   for (const Stage& st : s.stages) {
     if (const auto* mm = std::get_if<MatmulTiles>(&st.op)) {
       EXPECT_EQ(mm->fidelity, MathFidelity::kLoFi);
     }
   }
+}
+
+// tt-metal's compute-kernel switches: fp32_dest_acc = false accumulates in a 16-bit Dst (the section's accumulator
+// and the partials are bf16, and a Dst holds twice the tiles, so a pack chunk may be 16 tiles); packer_l1_acc sets
+// the plan's pack_accumulate. A Dst precision the target lacks is refused by name.
+TEST(MatmulTest, AccumulatorSwitches) {
+  proto::OpSpec spec = Spec({"a", "b"});
+  spec.mutable_matmul()->set_m(256);
+  spec.mutable_matmul()->set_k(1024);
+  spec.mutable_matmul()->set_n(512);
+  spec.mutable_matmul()->set_fp32_dest_acc(false);
+  spec.mutable_matmul()->set_packer_l1_acc(true);
+  const Target& t = Shipped("wormhole_n150");
+  Composition comp = CheckLowering(spec, t, Reals(-1, 1), 1e-12, 5);
+  const Section& s = comp.sections[0];
+  EXPECT_EQ(s.acc_precision, Precision::kBf16);
+  EXPECT_EQ(s.buffers[s.FindBuffer("acc")].precision, Precision::kBf16);
+  ASSERT_TRUE(s.plan.has_value());
+  EXPECT_TRUE(s.plan->pack_accumulate);
+  // A block 12 tiles wide packs in one 12-tile chunk: more than an fp32 Dst's 8, within a bf16 Dst's 16.
+  spec.mutable_matmul()->set_m(2048);
+  spec.mutable_matmul()->set_k(2048);
+  spec.mutable_matmul()->set_n(3072);
+  absl::StatusOr<Composition> wide = Lower(spec, t);
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  const Section& ws = wide->sections[0];
+  EXPECT_GT(ws.buffers[ws.FindBuffer("out")].page_tiles, t.effective_acc_tiles(Precision::kFp32, true));
+  EXPECT_TRUE(Certify(*wide, t).ok());
+  // Unset: the target's accumulator, fp32, and no L1 accumulation.
+  spec.mutable_matmul()->clear_fp32_dest_acc();
+  spec.mutable_matmul()->set_packer_l1_acc(false);
+  absl::StatusOr<Composition> dflt = Lower(spec, t);
+  ASSERT_TRUE(dflt.ok()) << dflt.status();
+  EXPECT_EQ(dflt->sections[0].acc_precision, Precision::kFp32);
+  EXPECT_FALSE(dflt->sections[0].plan->pack_accumulate);
+  // Grayskull's Dst has no fp32 mode.
+  spec.mutable_matmul()->set_fp32_dest_acc(true);
+  EXPECT_EQ(Lower(spec, Shipped("grayskull_e150")).status(),
+            absl::FailedPreconditionError(
+                "MissingPrecision: matmul.fp32_dest_acc = true: a Dst that accumulates in fp32 (target grayskull_e150)"));
 }
 
 }  // namespace
