@@ -44,7 +44,7 @@ namespace {
 // tile, a one-tile page, and the row streams. The rule is about the row, not the op: one item while the row fits
 // the budget (place clones the program per site, so splitting a narrow row only multiplies stages).
 absl::StatusOr<Composition> BlockedUnaryMap(const std::string& name, const std::string& kind, Precision p,
-                                            Precision in, const Body& body, const OperandRef& x,
+                                            Precision in, Precision acc, const Body& body, const OperandRef& x,
                                             const std::string& out, int64_t n, const Target& target) {
   const int64_t cols_t = TilesOf(n, target);
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(kind, " n = ", n), cols_t));
@@ -61,14 +61,13 @@ absl::StatusOr<Composition> BlockedUnaryMap(const std::string& name, const std::
   StageId st = t.AddStore(absl::StrCat("store_", out), yt, {{LoopVar::kItemX, 1}}, 1, out_buf);
   t.AddEdge(lx, xin, s);
   t.AddEdge(s, out_buf, st);
-  return FinishSection(t, absl::StrCat(name, "_", n), ItemsPerTile(cols_t), AccFor(p), ClaimOf(kind, body, p),
-                       target);
+  return FinishSection(t, absl::StrCat(name, "_", n), ItemsPerTile(cols_t), acc, ClaimOf(kind, body, p), target);
 }
 
 // A unary map over a MATRIX: the tensors keep their rows x cols, and every tile of the tile grid is one item mapped
 // over its full tile page — the tiling a matmul reads the same tensor in, so the two compose without a relayout.
 absl::StatusOr<Composition> MatrixUnaryMap(const std::string& name, const std::string& kind, Precision p,
-                                           Precision in, const Body& body, const OperandRef& x,
+                                           Precision in, Precision acc, const Body& body, const OperandRef& x,
                                            const std::string& out, int64_t rows, int64_t cols,
                                            const Target& target) {
   ASSIGN_OR_RETURN(const int64_t elems, CheckedElements(absl::StrCat(kind, " shape"), rows, cols));
@@ -88,32 +87,35 @@ absl::StatusOr<Composition> MatrixUnaryMap(const std::string& name, const std::s
   StageId st = t.AddStore(absl::StrCat("store_", out), yt, steps, 1, out_buf);
   t.AddEdge(lx, xin, s);
   t.AddEdge(s, out_buf, st);
-  return FinishSection(t, absl::StrCat(name, "_", rows, "x", cols), ItemsPerTileGrid(rows_t, cols_t), AccFor(p),
+  return FinishSection(t, absl::StrCat(name, "_", rows, "x", cols), ItemsPerTileGrid(rows_t, cols_t), acc,
                        ClaimOf(kind, body, p), target);
 }
 
 // The checks every one-operand pointwise op shares, then the unary map over the spec's pointwise shape.
 absl::StatusOr<Composition> Pointwise(const proto::OpSpec& spec, const std::string& kind, Datapath dp,
                                       int64_t n, const Body& body, const Target& target,
-                                      std::optional<Precision> in_precision = std::nullopt) {
+                                      std::optional<Precision> in_precision = std::nullopt, bool unary_dst = true) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, kind, 1));
   RETURN_IF_ERROR(CheckElements(kind, "n", n));
   ASSIGN_OR_RETURN(const auto shape, PointwiseShape(kind, spec.shape_rows(), spec.shape_cols(), n));
   const auto [rows, cols] = shape;
-  return UnaryMap(kind, kind, dp, body, ops[0], spec.out(), rows, cols, target, in_precision);
+  return UnaryMap(kind, kind, dp, body, ops[0], spec.out(), rows, cols, target, in_precision, unary_dst);
 }
 
 }  // namespace
 
 absl::StatusOr<Composition> UnaryMap(const std::string& name, const std::string& kind, Datapath dp, const Body& body,
                                      const OperandRef& x, const std::string& out, int64_t rows, int64_t n,
-                                     const Target& target, std::optional<Precision> in_precision) {
+                                     const Target& target, std::optional<Precision> in_precision,
+                                     bool unary_dst) {
   ASSIGN_OR_RETURN(Precision p, DatapathPrecision(dp, target));
   const Precision in = in_precision.value_or(p);
-  if (rows > 1) return MatrixUnaryMap(name, kind, p, in, body, x, out, rows, n, target);
+  const Precision acc = unary_dst ? MapAccFor(in, p, target) : AccFor(p);
+  if (rows > 1) return MatrixUnaryMap(name, kind, p, in, acc, body, x, out, rows, n, target);
   const int64_t cols_t = TilesOf(n, target);
-  if (cols_t > RowBlockTiles(target)) return BlockedUnaryMap(name, kind, p, in, body, x, out, n, target);
+  if (cols_t > RowBlockTiles(target)) return BlockedUnaryMap(name, kind, p, in, acc, body, x, out, n, target);
   FlatBuild b = FlatBuild::At(p, target);
+  b.SetAcc(acc);
   ASSIGN_OR_RETURN(BufferId xin, b.InputPaged(x.name, n, x.fill, in, 2));
   BufferId out_buf = b.t().AddBuffer("out", cols_t, p);
   const int64_t w = b.t().PageWidth(cols_t);
@@ -153,7 +155,10 @@ absl::StatusOr<Composition> FromSoftcap(const proto::OpSpec& spec, const Target&
   }
   // c * tanh(x / c) has no meaning at c = 0 (the seed's cap is a non-zero type).
   if (c == 0.0) return NotLowered("a softcap with a cap of zero");
-  return Pointwise(spec, "softcap", Datapath::kFloat, spec.softcap().n(), Capped(Op(0), c), target);
+  // 2c * sigmoid(2x/c) - c cancels for small x: no single ttnn unary op, and a 16-bit Dst between the steps would
+  // leave only the rounding of c (5% rel L2 at the example's shape). It keeps an fp32 Dst.
+  return Pointwise(spec, "softcap", Datapath::kFloat, spec.softcap().n(), Capped(Op(0), c), target, std::nullopt,
+                   /*unary_dst=*/false);
 }
 
 absl::StatusOr<Composition> FromIntRequant(const proto::OpSpec& spec, const Target& target) {

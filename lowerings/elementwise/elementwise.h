@@ -35,9 +35,13 @@ Body DecayExpr(Body ar, Body dt, Body al);
 // section "{name}_{rows}x{n}". A row wider than RowBlockTiles: one item per tile, "{name}_{n}". Otherwise one
 // whole-row item, "{name}_{n}". The stage is named `kind`. `in_precision`, when given, is the precision x is
 // stored in (narrower than the datapath: it bounds x, so the certifier can prove integer products fit).
+// `unary_dst`: the Dst tt-metal's unary op of the same name computes in (MapAccFor: 16-bit for a bf16 map), for the
+// ops that are such a unary op; otherwise AccFor's (an intermediate of a fused chain, a composite whose body
+// cancels: it keeps an fp32 Dst).
 absl::StatusOr<Composition> UnaryMap(const std::string& name, const std::string& kind, Datapath dp, const Body& body,
                                      const OperandRef& x, const std::string& out, int64_t rows, int64_t n,
-                                     const Target& target, std::optional<Precision> in_precision = std::nullopt);
+                                     const Target& target, std::optional<Precision> in_precision = std::nullopt,
+                                     bool unary_dst = false);
 
 // ── The lowerings (operands in the seed's order; the result is OpSpec.out) ──
 absl::StatusOr<Composition> FromSilu(const proto::OpSpec& spec, const Target& target);

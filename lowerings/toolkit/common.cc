@@ -51,6 +51,12 @@ absl::StatusOr<Precision> DatapathPrecision(Datapath dp, const Target& target) {
 
 Precision AccFor(Precision p) { return IsInteger(p) ? p : Precision::kFp32; }
 
+Precision MapAccFor(Precision in, Precision out, const Target& target) {
+  const bool sixteen = in == Precision::kBf16 && out == Precision::kBf16;
+  if (sixteen && target.effective_acc_tiles(Precision::kBf16, true) > 0) return Precision::kBf16;
+  return AccFor(out);
+}
+
 NumericsClaim ApproxIn(std::string_view what, Precision p) {
   return NumericsClaim::Approx(absl::StrCat(std::string(what), " in ", std::string(PrecisionName(p))));
 }

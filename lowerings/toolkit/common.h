@@ -48,6 +48,11 @@ absl::StatusOr<Precision> ElemPrecision(const Target& target);
 // The seed's AccPolicy::for_result(p).interm_precision(): fp32 for a float section, an integer as wide as the
 // datapath for an integer one.
 Precision AccFor(Precision p);
+// The Dst a pointwise map of `in` to `out` computes in, as tt-metal's unary ops choose it (ttnn
+// eltwise/unary/unary.cpp: fp32_dest_acc_en only for an fp32 or 32-bit integer input or output): a bf16 map runs in
+// a 16-bit Dst, with the SFPU's bf16 variants (exp_21f, one Newton step, the result rounded to bf16), where the
+// target has one; everything else as AccFor.
+Precision MapAccFor(Precision in, Precision out, const Target& target);
 
 // ── Claims ──
 // Approx{"{what} in {precision}"}: the chain rounds where the datapath does; the reference is f64.

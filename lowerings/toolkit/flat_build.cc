@@ -25,7 +25,7 @@ absl::StatusOr<BufferId> FlatBuild::InputPaged(const std::string& name, int64_t 
 }
 
 BufferId FlatBuild::Scratch(const std::string& name, int64_t page_tiles) {
-  return t_.AddScratch(name, page_tiles, AccFor(precision_));
+  return t_.AddScratch(name, page_tiles, acc_);
 }
 
 StageId FlatBuild::Compute(std::string name, std::vector<IterSpec> iters, std::vector<Slot> slots,
@@ -80,7 +80,7 @@ absl::StatusOr<Composition> FlatBuild::WireAndFinishItems(const std::vector<Stag
     if (producer == chain.rend()) return NotLowered("a stored buffer no stage of the chain produces");
     t_.AddEdge(*producer, b, st);
   }
-  return FinishSection(t_, std::move(name), std::move(items), AccFor(precision_), std::move(claim), *target_);
+  return FinishSection(t_, std::move(name), std::move(items), acc_, std::move(claim), *target_);
 }
 
 }  // namespace spatial

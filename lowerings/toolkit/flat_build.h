@@ -32,6 +32,9 @@ class FlatBuild {
 
   Template& t() { return t_; }
   Precision precision() const { return precision_; }
+  // The section's accumulator (Dst) precision; AccFor(precision) unless the caller sets another (a bf16 map's
+  // 16-bit Dst, MapAccFor).
+  void SetAcc(Precision acc) { acc_ = acc; }
 
   // Declares the flat 1 x n Input `name` and loads the whole row into "in_{name}" (two pages), the same page for
   // every item. The load is wired to its first reader at Finish.
@@ -70,11 +73,12 @@ class FlatBuild {
 
  private:
   FlatBuild(Precision precision, const Target& target)
-      : target_(&target), t_(target.tile_rows(), target.tile_cols()), precision_(precision) {}
+      : target_(&target), t_(target.tile_rows(), target.tile_cols()), precision_(precision), acc_(AccFor(precision)) {}
 
   const Target* target_;
   Template t_;
   Precision precision_;
+  Precision acc_;
   std::vector<std::pair<StageId, BufferId>> loads_;
 };
 

@@ -266,5 +266,45 @@ TEST(DecayTest, DenseMatchesReference) {
   EXPECT_GE(checked, 20);
 }
 
+// The Dst a map computes in is the one tt-metal's unary op of the same name uses (ttnn eltwise/unary/unary.cpp:
+// fp32_dest_acc_en only for fp32 or 32-bit integer data): a bf16 silu, sigmoid, gelu, relu or scale runs in a
+// 16-bit Dst, so the simulator takes the SFPU's bf16 variants for it; in every form (whole row, a tile per item,
+// matrix). The softcap, whose body cancels, and the integer maps keep their AccFor accumulator.
+TEST(ElementwiseTest, MapsComputeInTheDstTtnnChooses) {
+  const Target& t = Shipped("wormhole_n150");
+  for (const Shape& shape : {Shape{1, 256}, Shape{1, 3072}, Shape{64, 96}}) {
+    for (const char* kind : {"silu", "sigmoid", "gelu", "relu", "scale", "softcap", "int_clamp"}) {
+      proto::OpSpec spec = Spec({"x"});
+      if (shape.rows > 1) {
+        spec.set_shape_rows(shape.rows);
+        spec.set_shape_cols(shape.n);
+      }
+      const int64_t n = shape.rows * shape.n;
+      const std::string k = kind;
+      if (k == "silu") spec.mutable_silu()->set_n(n);
+      if (k == "sigmoid") spec.mutable_sigmoid()->set_n(n);
+      if (k == "gelu") spec.mutable_gelu()->set_n(n);
+      if (k == "relu") spec.mutable_relu()->set_n(n);
+      if (k == "scale") {
+        spec.mutable_scale()->set_n(n);
+        spec.mutable_scale()->set_factor(0.5);
+      }
+      if (k == "softcap") {
+        spec.mutable_softcap()->set_n(n);
+        spec.mutable_softcap()->set_cap(30);
+      }
+      if (k == "int_clamp") {
+        spec.mutable_int_clamp()->set_n(n);
+        spec.mutable_int_clamp()->set_lo(-5);
+        spec.mutable_int_clamp()->set_hi(5);
+      }
+      absl::StatusOr<Composition> c = Lower(spec, t);
+      ASSERT_TRUE(c.ok()) << kind << ": " << c.status();
+      const Precision want = k == "softcap" ? Precision::kFp32 : k == "int_clamp" ? Precision::kInt32 : Precision::kBf16;
+      EXPECT_EQ(c->sections[0].acc_precision, want) << kind << " " << shape.rows << "x" << shape.n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace spatial::testing
