@@ -57,11 +57,12 @@ asan: test-asan
 # libFuzzer on every entry point (tests/fuzz), each for FUZZ_SECONDS (default 60), with every library
 # instrumented for coverage, ASan and UBSan (clang 14, installed when missing). Crashes: build-fuzz/crashes/.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= parse_certify_vm lower target npy cli
 fuzz: deps
 	@dpkg -s clang-14 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14; }
 	CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPATIAL_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS) --target parse_certify_vm_fuzzer lower_fuzzer target_fuzzer npy_fuzzer cli_fuzzer
-	FUZZ_SECONDS=$(FUZZ_SECONDS) tools/dev/fuzz.sh build-fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" tools/dev/fuzz.sh build-fuzz
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

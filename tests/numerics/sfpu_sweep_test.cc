@@ -15,18 +15,14 @@
 #include "sim/numerics/float_bits.h"
 #include "sim/numerics/formats.h"
 #include "sim/numerics/sfpu.h"
+#include "tests/numerics/ulp.h"
 
 namespace spatial::numerics {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The bf16 ulp at the magnitude of v (for v of a normal fp32 magnitude).
-double UlpBf16(double v) {
-  int e;
-  std::frexp(v, &e);
-  return std::ldexp(1.0, std::max(e, -125) - 8);
-}
+using testing::UlpBf16;
 
 struct Sweep {
   int64_t inputs = 0;       // finite inputs inside the domain

@@ -9,22 +9,15 @@
 #include "gtest/gtest.h"
 #include "sim/numerics/float_bits.h"
 #include "sim/numerics/formats.h"
+#include "tests/numerics/ulp.h"
 
 namespace spatial::numerics {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-double UlpFp32(double v) {
-  int e;
-  std::frexp(v, &e);
-  return std::ldexp(1.0, e - 24);
-}
-double UlpBf16(double v) {
-  int e;
-  std::frexp(v, &e);
-  return std::ldexp(1.0, e - 8);
-}
+using testing::UlpBf16;
+using testing::UlpFp32;
 
 // The largest |f(x) - ref(x)| / unit(ref(x)) over x = lo, lo + step, ... <= hi.
 double MaxError(double lo, double hi, double step, const std::function<double(float)>& f,
