@@ -57,8 +57,8 @@ void CheckCircularBuffers(SectionContext& ctx) {
   const Section& s = ctx.s;
   const int64_t cap = ctx.target.proto().num_cbs();
   ctx.proof.set_circular_buffers(cap);
+  if (!ExceedsCircularBuffers(s, cap)) return;  // spatial/semantics/footprint.h
   const int64_t n = static_cast<int64_t>(s.buffers.size());
-  if (cap <= 0 || n <= cap) return;
   ctx.Diag(codes::kCbCountExceeded, -1, "buffers", absl::StrCat("<= ", cap, " buffers"), absl::StrCat(n, " buffers"),
            absl::StrCat("the section declares ", n, " buffers, but a site of target '", ctx.target.name(), "' has ",
                         cap, " circular buffers (num_cbs), one per buffer: ", n - cap,

@@ -112,6 +112,13 @@ absl::Status ParseTextProto(std::string_view text, const std::string& filename, 
     if (errs.empty()) errs = absl::StrCat(filename, ": error: cannot parse ", msg->GetTypeName());
     return absl::InvalidArgumentError(errs);
   }
+  // The text parser takes escaped bytes ("\377") into string fields; the wire parser refuses a string that is not
+  // UTF-8, and so would every proto this one is copied into (a simulation's report). Refused here too, so a file
+  // means the same in either format.
+  if (const std::string bad = InvalidUtf8Path(*msg); !bad.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(filename, ": error: ", msg->GetDescriptor()->name(), ".", bad, " is not valid UTF-8"));
+  }
   return absl::OkStatus();
 }
 
@@ -197,6 +204,64 @@ std::string UnknownFieldPath(const google::protobuf::Message& msg) {
     } else {
       std::string inner = UnknownFieldPath(r->GetMessage(msg, f));
       if (!inner.empty()) return absl::StrCat(f->name(), ".", inner);
+    }
+  }
+  return "";
+}
+
+namespace {
+
+// RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF.
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int n;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + static_cast<size_t>(n) >= s.size()) return false;  // the continuation bytes run past the end
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<size_t>(n) + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string InvalidUtf8Path(const google::protobuf::Message& msg) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = msg.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(msg, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const int n = f->is_repeated() ? r->FieldSize(msg, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      const std::string at = f->is_repeated() ? absl::StrCat(f->name(), "[", i, "]") : std::string(f->name());
+      if (f->type() == FieldDescriptor::TYPE_STRING) {
+        const std::string v = f->is_repeated() ? r->GetRepeatedString(msg, f, i) : r->GetString(msg, f);
+        if (!ValidUtf8(v)) return at;
+      } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const std::string inner =
+            InvalidUtf8Path(f->is_repeated() ? r->GetRepeatedMessage(msg, f, i) : r->GetMessage(msg, f));
+        if (!inner.empty()) return absl::StrCat(at, ".", inner);
+      }
     }
   }
   return "";

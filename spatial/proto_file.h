@@ -41,6 +41,8 @@ absl::Status ParseJsonProto(std::string_view json, const std::string& filename, 
 
 // The path of the first unknown field (kept by the wire parser) inside `msg`, or "" when there is none.
 std::string UnknownFieldPath(const google::protobuf::Message& msg);
+// The path of the first string field (not bytes) whose value is not valid UTF-8, or "" (proto3 strings are UTF-8).
+std::string InvalidUtf8Path(const google::protobuf::Message& msg);
 
 absl::Status ReadProtoFile(const std::string& path, google::protobuf::Message* msg);
 absl::Status WriteProtoFile(const std::string& path, const google::protobuf::Message& msg, bool binary = false);

@@ -30,8 +30,7 @@ int64_t SiteFootprint(const Section& s, const Target& target) {
 }
 
 bool OverCircularBuffers(const Section& s, const Target& target) {
-  const int64_t cap = target.proto().num_cbs();
-  return cap > 0 && static_cast<int64_t>(s.buffers.size()) > cap;
+  return ExceedsCircularBuffers(s, target.proto().num_cbs());
 }
 
 absl::StatusOr<Composition> FitSite(absl::StatusOr<Composition> c, std::string_view what, const Target& target) {

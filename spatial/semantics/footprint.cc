@@ -22,4 +22,8 @@ int64_t DstTiles(const Section& s, const Stage& st) {
   return b >= 0 && b < static_cast<BufferId>(s.buffers.size()) ? s.buffers[b].page_tiles : 0;
 }
 
+bool ExceedsCircularBuffers(const Section& s, int64_t num_cbs) {
+  return num_cbs > 0 && static_cast<int64_t>(s.buffers.size()) > num_cbs;
+}
+
 }  // namespace spatial

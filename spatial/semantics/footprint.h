@@ -20,6 +20,11 @@ int64_t SectionFootprint(const Section& s, int64_t tile_rows, int64_t tile_cols)
 // accumulates in Dst when the block fits, through local memory when it does not). 0 for a non-compute stage.
 int64_t DstTiles(const Section& s, const Stage& st);
 
+// Every buffer is a page FIFO with its own circular-buffer id on its site: a section needs one per buffer, and a
+// site has `num_cbs` (0 or less: no limit). The certifier's CB_COUNT_EXCEEDED and the lowerings' choice of a
+// narrower fold both ask here.
+bool ExceedsCircularBuffers(const Section& s, int64_t num_cbs);
+
 }  // namespace spatial
 
 #endif  // SPATIAL_SEMANTICS_FOOTPRINT_H_
