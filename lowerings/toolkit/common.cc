@@ -204,6 +204,14 @@ absl::StatusOr<std::vector<OperandRef>> OperandsOf(const proto::OpSpec& spec, st
     if (o.name().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(std::string(kind), " operand ", i, " has no name"));
     }
+    // The lowerings name their own tensors "{out}__..." (a scaler tile, a table, a composed op's intermediate): an
+    // operand of that name would unify with one of them (found by the lowering fuzzer: a gated delta operand
+    // named "{out}__sel_b" met the gather's table of another shape).
+    if (absl::StartsWith(o.name(), absl::StrCat(spec.out(), "__"))) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(kind), " operand ", i, " is named '", o.name(),
+                                                     "': names beginning '", spec.out(),
+                                                     "__' are the lowering's own (its intermediate tensors)"));
+    }
     // Tensors unify by name inside a section, so two roles under one name would silently become one tensor.
     if (!seen.insert(o.name()).second) {
       return absl::InvalidArgumentError(absl::StrCat(std::string(kind), " operand ", i, " is named '", o.name(),

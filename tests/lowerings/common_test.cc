@@ -1,5 +1,6 @@
 // The shared helpers: the accumulator budget and blocking, the fills as tensor inits, the claims.
 #include "gtest/gtest.h"
+#include "spatial/proto_file.h"
 #include "lowerings/toolkit/common.h"
 #include "tests/lowerings/harness.h"
 
@@ -65,6 +66,24 @@ TEST(CommonTest, OperandFillIsTheTensorInit) {
     EXPECT_EQ(s.tensors[s.FindTensor("x")].init, TensorInit::ConstF(2.0));
     EXPECT_EQ(s.tensors[s.FindTensor("y")].role, TensorRole::kOutput);
   }
+}
+
+// An operand may not take a name of the lowering's own intermediates ("{out}__..."): the lowering fuzzer's case, a
+// gated delta operand named "{out}__sel_b", which met the gather table of that name and another shape.
+TEST(CommonTest, OperandNamesOfTheLoweringsOwnAreRefused) {
+  const std::string text = R"(out: "attn_out"
+operands { name: "query" } operands { name: "key" } operands { name: "value" } operands { name: "z" }
+operands { name: "beta" } operands { name: "alpha" } operands { name: "attn_out__sel_b" }
+operands { name: "norm_weight" }
+gated_delta { hv: 32 hk: 16 d: 32 rows: 1 eps: 1e-06 gate: SILU })";
+  proto::OpSpec spec;
+  ASSERT_TRUE(ParseTextProto(text, "gdn.textproto", &spec).ok());
+  EXPECT_EQ(Lower(spec, Shipped("test_tiny")).status(),
+            absl::InvalidArgumentError("gated_delta operand 6 is named 'attn_out__sel_b': names beginning "
+                                       "'attn_out__' are the lowering's own (its intermediate tensors)"));
+  // "attn_out_" alone (one underscore) is the user's.
+  spec.mutable_operands(6)->set_name("attn_out_state");
+  EXPECT_TRUE(Lower(spec, Shipped("test_tiny")).ok());
 }
 
 TEST(CommonTest, Claims) {
