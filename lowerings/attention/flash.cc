@@ -10,6 +10,7 @@
 #include "lowerings/toolkit/pointwise.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "lowerings/toolkit/tables_rows_common.h"
+#include "spatial/semantics/footprint.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -82,7 +83,7 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
   // Each value page adds four buffers (its stream, block product, carry and output); past the site's circular
   // buffers the fold goes a page at a time too.
   if (SiteFootprint(fold.sections[0], target) > target.max_local_mem_bytes() ||
-      OverCircularBuffers(fold.sections[0], target)) {
+      ExceedsCircularBuffers(fold.sections[0], target.proto().num_cbs())) {
     return ValuePages(names, g, tag, target);
   }
   if (!g.sinks) return fold;

