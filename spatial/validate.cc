@@ -22,7 +22,8 @@ std::string Name(LoopVar v) { return std::string(LoopVarName(v)); }
 
 // Enum values that a hand-built (not parsed) model could still get wrong by a cast.
 bool Known(TensorRole r) { return r >= TensorRole::kInput && r <= TensorRole::kState; }
-bool Known(Precision p) { return p >= Precision::kBf16 && p <= Precision::kInt64; }
+// Every precision spatial/precision.h names: kBf16 .. kBfp4B (bfp4_b came last, after the integers).
+bool Known(Precision p) { return p >= Precision::kBf16 && p <= Precision::kBfp4B; }
 bool Known(BufferKind k) { return k == BufferKind::kBuffer || k == BufferKind::kScratch; }
 bool Known(Phase p) { return p >= Phase::kPrologue && p <= Phase::kEpilogue; }
 bool Known(IterKind k) { return k >= IterKind::kParallel && k <= IterKind::kReduceArgMax; }

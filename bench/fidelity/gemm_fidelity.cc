@@ -10,7 +10,9 @@
 //
 // Nothing in the model is fitted to these rows: every constant of the targets names its source. All rows are
 // therefore held out; the runner prints the median and the spread of the ratios per table, and writes the table
-// as markdown with --markdown=FILE.
+// as markdown with --markdown=FILE. A tuned table's rows are simulated twice: at the lowering's own blocking, and
+// at the program config test_benchmark.py ran them with (data/test_benchmark_tuned_shapes.csv, MatmulSpec's
+// program_config), which leaves only the model's error between simulated and published.
 //
 //   gemm_fidelity [--data=DIR] [--markdown=FILE] [--only=SUBSTRING]
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -43,14 +46,15 @@ struct Table {
   const char* target;
   double cores;
   const char* label;
+  bool tuned;  // run with test_benchmark.py's explicit program configs (data/test_benchmark_tuned_shapes.csv)
 };
 
 // The tables whose grid the shipped targets have: N150's 8x8, P150's 11x10 (firmware >= 19.5.0).
 constexpr Table kTables[] = {
-    {"gemm_flops_n150_out_of_box.csv", "wormhole_n150", 64, "N150 out of box"},
-    {"gemm_flops_n150_tuned.csv", "wormhole_n150", 64, "N150 tuned (DRAM rows)"},
-    {"gemm_flops_p150_out_of_box_grid11x10.csv", "blackhole_p150", 110, "P150 11x10 out of box"},
-    {"gemm_flops_p150_tuned_grid11x10.csv", "blackhole_p150", 110, "P150 11x10 tuned (DRAM rows)"},
+    {"gemm_flops_n150_out_of_box.csv", "wormhole_n150", 64, "N150 out of box", false},
+    {"gemm_flops_n150_tuned.csv", "wormhole_n150", 64, "N150 tuned (DRAM rows)", true},
+    {"gemm_flops_p150_out_of_box_grid11x10.csv", "blackhole_p150", 110, "P150 11x10 out of box", false},
+    {"gemm_flops_p150_tuned_grid11x10.csv", "blackhole_p150", 110, "P150 11x10 tuned (DRAM rows)", true},
 };
 
 struct Row {
@@ -90,6 +94,65 @@ std::vector<Row> ReadRows(const std::string& path) {
   return rows;
 }
 
+// One tuple of test_benchmark.py's tuned lists: a per-core base, scaled by the grid.
+struct TunedShape {
+  std::string dtype;
+  int64_t m = 0, k = 0, n = 0, in0_block_w_div = 1, out_blocks_h = 1, out_blocks_w = 1;
+  bool out_sharded = false;
+};
+
+std::vector<TunedShape> ReadTunedShapes(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<TunedShape> shapes;
+  std::string line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {
+      header = false;
+      continue;
+    }
+    std::vector<std::string> f = absl::StrSplit(line, ',');
+    if (f.size() < 9) continue;
+    shapes.push_back(TunedShape{.dtype = f[0], .m = std::stoll(f[1]), .k = std::stoll(f[2]), .n = std::stoll(f[3]),
+                                .in0_block_w_div = std::stoll(f[6]), .out_blocks_h = std::stoll(f[7]),
+                                .out_blocks_w = std::stoll(f[8]), .out_sharded = f[5] == "true"});
+  }
+  return shapes;
+}
+
+// test_benchmark.py's get_subblock_sizes: the first of SUBBLOCK_HW_CHOICES, (h, w) in its order, dividing the
+// block (fp32_dest_acc_en is False in every tuned row).
+std::pair<int64_t, int64_t> TtMetalSubblock(int64_t bh, int64_t bw, bool out_sharded) {
+  static constexpr std::pair<int64_t, int64_t> kChoices[] = {
+      {4, 2}, {2, 4}, {8, 1}, {1, 8}, {7, 1}, {1, 7}, {3, 2}, {2, 3}, {6, 1}, {1, 6},
+      {5, 1}, {1, 5}, {2, 2}, {4, 1}, {1, 4}, {3, 1}, {1, 3}, {2, 1}, {1, 2}, {1, 1}};
+  for (const auto& [h, w] : kChoices) {
+    if (out_sharded && (bw % w != 0 || h != 1)) continue;
+    if (bh % h == 0 && bw % w == 0) return {h, w};
+  }
+  return {1, 1};
+}
+
+// The program config test_benchmark.py ran a row of a tuned table with, by the test's own formulas; nullopt when
+// no tuple of its lists scales to the row's shape on this grid.
+std::optional<proto::MatmulProgramConfig> TtMetalConfig(const std::vector<TunedShape>& shapes, const std::string& dtype,
+                                                        int64_t m, int64_t k, int64_t n, int64_t gx, int64_t gy) {
+  for (const TunedShape& t : shapes) {
+    if (t.dtype != dtype || t.m * gy != m || t.k * gx != k || t.n * gx != n) continue;
+    const int64_t per_core_m = m / gy / 32, per_core_n = n / gx / 32;
+    proto::MatmulProgramConfig c;
+    c.set_in0_block_w(k / gx / 32 / t.in0_block_w_div);
+    c.set_out_block_h(per_core_m / t.out_blocks_h);
+    c.set_out_block_w(per_core_n / t.out_blocks_w);
+    const auto [h, w] = TtMetalSubblock(c.out_block_h(), c.out_block_w(), t.out_sharded);
+    c.set_out_subblock_h(h);
+    c.set_out_subblock_w(w);
+    return c;
+  }
+  return std::nullopt;
+}
+
 proto::Fidelity FidelityOf(const std::string& f) {
   if (f == "LoFi") return proto::LOFI;
   if (f == "HiFi2") return proto::HIFI2;
@@ -108,18 +171,61 @@ proto::Precision FormatOf(const std::string& d) {
   return proto::BF16;
 }
 
-struct Result {
-  Row row;
-  double published_tflops = 0, simulated_tflops = 0, ratio = 0;
-  int64_t sites = 0;
-  std::string bound, error;
-};
-
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const size_t h = v.size() / 2;
   return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+struct Simulated {
+  double tflops = 0;
+  int64_t sites = 0;
+  std::string bound;
+};
+
+// One row lowered as a MatmulSpec at its fidelity and formats (with `config`, tt-metal's blocking; else the
+// lowering's own), certified and simulated timing-only.
+absl::StatusOr<Simulated> SimulateRow(const Row& r, const Target& target,
+                                      const std::optional<proto::MatmulProgramConfig>& config) {
+  proto::OpSpec spec;
+  spec.set_out("c");
+  spec.add_operands()->set_name("a");
+  spec.add_operands()->set_name("b");
+  proto::MatmulSpec* mm = spec.mutable_matmul();
+  mm->set_m(r.m);
+  mm->set_k(r.k);
+  mm->set_n(r.n);
+  mm->set_math_fidelity(FidelityOf(r.fidelity));
+  mm->set_in0_format(FormatOf(r.dtype));
+  mm->set_in1_format(FormatOf(r.dtype));
+  mm->set_out_format(FormatOf(r.dtype));
+  // The compute-kernel switches both benchmarks ran with: the tuned test passes fp32_dest_acc_en=False,
+  // packer_l1_acc=True (tests/ttnn/unit_tests/benchmarks/test_benchmark.py, test_matmul_2d_host_perf); the
+  // out-of-box test passes nothing, and ttnn's matmul defaults are fp32_dest_acc = (output is FLOAT32),
+  // packer_l1_acc = !that (ttnn matmul_device_operation.cpp, init_device_compute_kernel_config): the same for
+  // these bf16 / bfp8_b / bfp4_b outputs.
+  mm->set_fp32_dest_acc(false);
+  mm->set_packer_l1_acc(true);
+  if (config) *mm->mutable_program_config() = *config;
+  absl::StatusOr<Composition> c = Lower(spec, target);
+  if (!c.ok()) return c.status();
+  SimOptions o;
+  o.timing_only = true;
+  absl::StatusOr<SimResult> sim = Simulate(*c, target, {}, o);
+  if (!sim.ok()) return sim.status();
+  return Simulated{.tflops = 2.0 * r.m * r.k * r.n / sim->report.seconds() / 1e12,
+                   .sites = sim->report.sections(0).sites_used(),
+                   .bound = sim->report.roofline().limited_by()};
+}
+
+std::string RatioSummary(const std::string& label, const std::vector<double>& ratios) {
+  if (ratios.empty()) return absl::StrCat(label, ": no row simulated");
+  const int within = static_cast<int>(
+      std::count_if(ratios.begin(), ratios.end(), [](double x) { return std::fabs(x - 1.0) <= 0.15; }));
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  return absl::StrFormat("%s: %d rows, median ratio %.3f, range [%.3f, %.3f], %d of %d within 15%%", label,
+                         ratios.size(), Median(ratios), *lo, *hi, within, ratios.size());
 }
 
 // The values side: one matmul at each fidelity and format the tables use, simulated with the target's numerics
@@ -212,9 +318,15 @@ int Main(int argc, char** argv) {
   }
   std::ostringstream md;
   md << "| table | M | K | N | dtype | fidelity | sites | bound | published TFLOP/s | simulated TFLOP/s | "
-        "simulated / published |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "simulated / published | tt-metal's blocking: simulated TFLOP/s | ratio |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::ostringstream summary;
   bool failed = false;
+  const std::vector<TunedShape> tuned = ReadTunedShapes(absl::StrCat(data, "/test_benchmark_tuned_shapes.csv"));
+  if (tuned.empty()) {
+    std::fprintf(stderr, "no tuned shapes read from %s/test_benchmark_tuned_shapes.csv\n", data.c_str());
+    return 1;
+  }
   for (const Table& tb : kTables) {
     if (!only.empty() && std::string(tb.label).find(only) == std::string::npos) continue;
     absl::StatusOr<Target> target = LoadTarget(tb.target);
@@ -228,74 +340,58 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "no rows read from %s/%s\n", data.c_str(), tb.file);
       return 1;
     }
-    std::printf("\n%s (%s, %zu DRAM rows)\n", tb.label, tb.target, rows.size());
-    std::printf("  %6s %6s %6s %-9s %-5s %5s %-8s %10s %10s %7s\n", "M", "K", "N", "dtype", "fid", "sites", "bound",
-                "published", "simulated", "ratio");
-    std::vector<double> ratios;
+    std::printf("\n%s (%s, %zu DRAM rows)%s\n", tb.label, tb.target, rows.size(),
+                tb.tuned ? "; last columns: at test_benchmark.py's own program config" : "");
+    std::printf("  %6s %6s %6s %-9s %-5s %5s %-8s %10s %10s %7s %10s %7s\n", "M", "K", "N", "dtype", "fid", "sites",
+                "bound", "published", "simulated", "ratio", "tt-config", "ratio");
+    std::vector<double> ratios, config_ratios;
     for (const Row& r : rows) {
-      Result res;
-      res.row = r;
       const double ideal = static_cast<double>(r.m) * r.k * r.n / 32768.0 * CyclesPerTile(r.fidelity) / tb.cores;
       const double device_seconds = ideal / (r.device_util_pct / 100.0) / clock;
-      const double flop = 2.0 * r.m * r.k * r.n;
-      res.published_tflops = flop / device_seconds / 1e12;
-      proto::OpSpec spec;
-      spec.set_out("c");
-      spec.add_operands()->set_name("a");
-      spec.add_operands()->set_name("b");
-      proto::MatmulSpec* mm = spec.mutable_matmul();
-      mm->set_m(r.m);
-      mm->set_k(r.k);
-      mm->set_n(r.n);
-      mm->set_math_fidelity(FidelityOf(r.fidelity));
-      mm->set_in0_format(FormatOf(r.dtype));
-      mm->set_in1_format(FormatOf(r.dtype));
-      mm->set_out_format(FormatOf(r.dtype));
-      // The compute-kernel switches both benchmarks ran with: the tuned test passes fp32_dest_acc_en=False,
-      // packer_l1_acc=True (tests/ttnn/unit_tests/benchmarks/test_benchmark.py, test_matmul_2d_host_perf); the
-      // out-of-box test passes nothing, and ttnn's matmul defaults are fp32_dest_acc = (output is FLOAT32),
-      // packer_l1_acc = !that (ttnn matmul_device_operation.cpp, init_device_compute_kernel_config): the same for
-      // these bf16 / bfp8_b / bfp4_b outputs.
-      mm->set_fp32_dest_acc(false);
-      mm->set_packer_l1_acc(true);
-      absl::StatusOr<Composition> c = Lower(spec, *target);
-      absl::StatusOr<SimResult> sim = absl::UnknownError("not lowered");
-      if (c.ok()) {
-        SimOptions o;
-        o.timing_only = true;
-        sim = Simulate(*c, *target, {}, o);
-      }
-      const absl::Status st = c.ok() ? sim.status() : c.status();
-      if (!st.ok()) {
-        res.error = std::string(st.message());
+      const double published = 2.0 * r.m * r.k * r.n / device_seconds / 1e12;
+      const absl::StatusOr<Simulated> own = SimulateRow(r, *target, std::nullopt);
+      if (!own.ok()) {
         failed = true;
         std::printf("  %6lld %6lld %6lld %-9s %-5s  error: %s\n", static_cast<long long>(r.m),
                     static_cast<long long>(r.k), static_cast<long long>(r.n), r.dtype.c_str(), r.fidelity.c_str(),
-                    res.error.c_str());
+                    std::string(own.status().message()).c_str());
         continue;
       }
-      res.simulated_tflops = flop / sim->report.seconds() / 1e12;
-      res.ratio = res.simulated_tflops / res.published_tflops;
-      res.sites = sim->report.sections(0).sites_used();
-      res.bound = sim->report.roofline().limited_by();
-      ratios.push_back(res.ratio);
-      std::printf("  %6lld %6lld %6lld %-9s %-5s %5lld %-8s %10.1f %10.1f %7.3f\n", static_cast<long long>(r.m),
-                  static_cast<long long>(r.k), static_cast<long long>(r.n), r.dtype.c_str(), r.fidelity.c_str(),
-                  static_cast<long long>(res.sites), res.bound.c_str(), res.published_tflops, res.simulated_tflops,
-                  res.ratio);
-      md << absl::StrFormat("| %s | %d | %d | %d | %s | %s | %d | %s | %.1f | %.1f | %.3f |\n", tb.label, r.m, r.k,
-                            r.n, r.dtype, r.fidelity, res.sites, res.bound, res.published_tflops,
-                            res.simulated_tflops, res.ratio);
+      const double ratio = own->tflops / published;
+      ratios.push_back(ratio);
+      // The same row at the blocking tt-metal ran it with: what is left between the two is the model's, not a
+      // difference of configuration.
+      std::string cfg_col = "-", cfg_ratio = "-";
+      if (tb.tuned) {
+        const std::optional<proto::MatmulProgramConfig> cfg =
+            TtMetalConfig(tuned, r.dtype, r.m, r.k, r.n, target->grid_x(), target->grid_y());
+        if (!cfg) {
+          cfg_col = "no config";
+        } else if (absl::StatusOr<Simulated> at = SimulateRow(r, *target, cfg); !at.ok()) {
+          cfg_col = absl::StrCat("error: ", std::string(at.status().message()));
+          failed = true;
+        } else {
+          config_ratios.push_back(at->tflops / published);
+          cfg_col = absl::StrFormat("%.1f", at->tflops);
+          cfg_ratio = absl::StrFormat("%.3f", at->tflops / published);
+        }
+      }
+      std::printf("  %6lld %6lld %6lld %-9s %-5s %5lld %-8s %10.1f %10.1f %7.3f %10s %7s\n",
+                  static_cast<long long>(r.m), static_cast<long long>(r.k), static_cast<long long>(r.n),
+                  r.dtype.c_str(), r.fidelity.c_str(), static_cast<long long>(own->sites), own->bound.c_str(),
+                  published, own->tflops, ratio, cfg_col.c_str(), cfg_ratio.c_str());
+      md << absl::StrFormat("| %s | %d | %d | %d | %s | %s | %d | %s | %.1f | %.1f | %.3f | %s | %s |\n", tb.label,
+                            r.m, r.k, r.n, r.dtype, r.fidelity, own->sites, own->bound, published, own->tflops, ratio,
+                            cfg_col, cfg_ratio);
     }
-    const int within = static_cast<int>(
-        std::count_if(ratios.begin(), ratios.end(), [](double x) { return std::fabs(x - 1.0) <= 0.15; }));
-    const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-    const std::string line =
-        ratios.empty() ? absl::StrCat(tb.label, ": no row simulated")
-                       : absl::StrFormat("%s: %d rows, median ratio %.3f, range [%.3f, %.3f], %d of %d within 15%%",
-                                         tb.label, ratios.size(), Median(ratios), *lo, *hi, within, ratios.size());
+    const std::string line = RatioSummary(tb.label, ratios);
     std::printf("  %s\n", line.c_str());
     summary << "- " << line << "\n";
+    if (tb.tuned) {
+      const std::string at = RatioSummary(absl::StrCat(tb.label, ", at tt-metal's blocking"), config_ratios);
+      std::printf("  %s\n", at.c_str());
+      summary << "- " << at << "\n";
+    }
   }
   std::string numerics;
   if (only.empty() || only == "numerics") {

@@ -74,12 +74,12 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   const int64_t k_t = *CheckedCeilDiv(mm.k(), tc);
   const int64_t n_t = *CheckedCeilDiv(mm.n(), tc);
   const std::string what = absl::StrCat("matmul m x k x n = ", mm.m(), " x ", mm.k(), " x ", mm.n());
-  ASSIGN_OR_RETURN(const MatmulBlocking bk,
-                   ChooseMatmulBlocking(MatmulShape{.m_t = m_t, .k_t = k_t, .n_t = n_t, .a = fa, .b = fb, .out = fo,
-                                                    .acc = acc,
-                                                    .product_cycles = target.matmul_cycles(mm.math_fidelity()),
-                                                    .pack_accumulate = mm.packer_l1_acc()},
-                                        target, what));
+  const MatmulShape shape{.m_t = m_t, .k_t = k_t, .n_t = n_t, .a = fa, .b = fb, .out = fo, .acc = acc,
+                          .product_cycles = target.matmul_cycles(mm.math_fidelity()),
+                          .pack_accumulate = mm.packer_l1_acc()};
+  ASSIGN_OR_RETURN(const MatmulBlocking bk, mm.has_program_config()
+                                                ? FixedMatmulBlocking(shape, target, mm.program_config(), what)
+                                                : ChooseMatmulBlocking(shape, target, what));
   const std::string name = absl::StrCat("matmul_", mm.m(), "x", mm.k(), "x", mm.n());
   const int64_t pm = bk.per_site_m, pn = bk.per_site_n, kb = bk.k_block;
 

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "proto/op.pb.h"
 #include "spatial/precision.h"
 #include "targets/target.h"
 
@@ -55,6 +56,14 @@ struct MatmulBlocking {
 // more work items than a section holds (the refusal names `what`, the spec's sizes).
 absl::StatusOr<MatmulBlocking> ChooseMatmulBlocking(const MatmulShape& shape, const Target& target,
                                                     const std::string& what);
+
+// The blocking a MatmulSpec's program_config names (tt-metal's out_block, in0_block_w and out_subblock), with the
+// same estimate, instead of the chooser's. InvalidArgument, naming the field, when a block does not divide its
+// dimension; NotLowered when the sub-block is over half of Dst, or the blocks do not fit a site's local memory;
+// the work-item budget's refusal when there are more blocks than a section holds.
+absl::StatusOr<MatmulBlocking> FixedMatmulBlocking(const MatmulShape& shape, const Target& target,
+                                                   const proto::MatmulProgramConfig& config,
+                                                   const std::string& what);
 
 }  // namespace spatial
 

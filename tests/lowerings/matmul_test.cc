@@ -191,5 +191,82 @@ TEST(MatmulTest, AccumulatorSwitches) {
                 "MissingPrecision: matmul.fp32_dest_acc = true: a Dst that accumulates in fp32 (target grayskull_e150)"));
 }
 
+// bfp4_b operands and output lower to a program that validates (the CLI's `lower` once refused it: the validator
+// did not know bfp4_b) and matches the reference.
+TEST(MatmulTest, Bfp4FormatsLowerAndValidate) {
+  proto::OpSpec spec = Spec({"a", "b"});
+  spec.mutable_matmul()->set_m(64);
+  spec.mutable_matmul()->set_k(256);
+  spec.mutable_matmul()->set_n(96);
+  spec.mutable_matmul()->set_math_fidelity(proto::LOFI);
+  spec.mutable_matmul()->set_in0_format(proto::BFP4_B);
+  spec.mutable_matmul()->set_in1_format(proto::BFP4_B);
+  spec.mutable_matmul()->set_out_format(proto::BFP4_B);
+  Composition comp = CheckLowering(spec, Shipped("wormhole_n150"), Reals(-1, 1), 1e-12, 17);
+  EXPECT_EQ(comp.sections[0].tensors[0].precision, Precision::kBfp4B);
+}
+
+// program_config runs tt-metal's blocking instead of the chooser's: the items are its out-blocks, K folds
+// in0_block_w tiles at a time, the plan's sub-block is its out_subblock; a config that does not divide, is over
+// half of Dst or does not fit a site is refused by name.
+TEST(MatmulTest, ProgramConfigNamesTheBlocking) {
+  proto::OpSpec spec = Spec({"a", "b"});
+  proto::MatmulSpec* mm = spec.mutable_matmul();
+  mm->set_m(512);
+  mm->set_k(1024);
+  mm->set_n(768);
+  mm->set_fp32_dest_acc(false);
+  mm->set_packer_l1_acc(true);
+  proto::MatmulProgramConfig* cfg = mm->mutable_program_config();
+  cfg->set_out_block_h(4);
+  cfg->set_out_block_w(6);
+  cfg->set_in0_block_w(8);
+  cfg->set_out_subblock_h(2);
+  cfg->set_out_subblock_w(3);
+  const Target& t = Shipped("wormhole_n150");
+  Composition comp = CheckLowering(spec, t, Reals(-1, 1), 1e-12, 23);
+  const Section& s = comp.sections[0];
+  EXPECT_EQ(s.items.size(), 16u);  // 16 x 24 tiles of C in 4 x 6 blocks
+  EXPECT_EQ(s.items[0].out.h_t, 4);
+  EXPECT_EQ(s.items[0].out.w_t, 6);
+  ASSERT_TRUE(s.plan.has_value());
+  EXPECT_EQ(s.plan->block_k_tiles, 8);
+  EXPECT_EQ(s.plan->num_blocks, 4);
+  EXPECT_EQ(s.plan->osh, 2);
+  EXPECT_EQ(s.plan->osw, 3);
+  EXPECT_TRUE(Certify(comp, t).ok());
+
+  const std::string what = " (matmul m x k x n = 512 x 1024 x 768)";
+  auto refusal = [&](auto&& edit) {
+    proto::OpSpec bad = spec;
+    edit(bad.mutable_matmul()->mutable_program_config());
+    return Lower(bad, t).status();
+  };
+  EXPECT_EQ(refusal([](proto::MatmulProgramConfig* c) { c->set_out_block_h(3); }),
+            absl::InvalidArgumentError(
+                "matmul.program_config.out_block_h = 3 must be at least 1 and divide m's 16 tiles" + what));
+  EXPECT_EQ(refusal([](proto::MatmulProgramConfig* c) { c->set_out_block_w(0); }),
+            absl::InvalidArgumentError(
+                "matmul.program_config.out_block_w = 0 must be at least 1 and divide n's 24 tiles" + what));
+  EXPECT_EQ(refusal([](proto::MatmulProgramConfig* c) { c->set_in0_block_w(5); }),
+            absl::InvalidArgumentError(
+                "matmul.program_config.in0_block_w = 5 must be at least 1 and divide k's 32 tiles" + what));
+  EXPECT_EQ(refusal([](proto::MatmulProgramConfig* c) { c->set_out_subblock_w(4); }),
+            absl::InvalidArgumentError(
+                "matmul.program_config.out_subblock_w = 4 must be at least 1 and divide out_block_w = 6" + what));
+  EXPECT_EQ(refusal([](proto::MatmulProgramConfig* c) { c->set_out_subblock_h(4); }),
+            absl::UnimplementedError(
+                "NotLowered: matmul.program_config: a 4 x 3 sub-block is over the 8 tiles that half of "
+                "wormhole_n150's Dst holds in bf16" + what));
+  EXPECT_EQ(refusal([](proto::MatmulProgramConfig* c) {
+              c->set_out_block_h(16);
+              c->set_out_block_w(24);
+              c->set_in0_block_w(32);
+            }),
+            absl::UnimplementedError(
+                "NotLowered: matmul.program_config: a 16 x 24 block folding K 32 tiles at a time needs 6078464 "
+                "bytes a site, over wormhole_n150's 1397984" + what));
+}
+
 }  // namespace
 }  // namespace spatial::testing
