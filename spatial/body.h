@@ -26,7 +26,9 @@ namespace spatial {
   X(kRecip, 3, "recip", RECIP)                     \
   X(kRsqrt, 4, "rsqrt", RSQRT)                     \
   X(kSilu, 5, "silu", SILU)                        \
-  X(kExpAccurate, 6, "exp_accurate", EXP_ACCURATE)
+  X(kExpAccurate, 6, "exp_accurate", EXP_ACCURATE) \
+  X(kSigmoid, 7, "sigmoid", SIGMOID)               \
+  X(kGelu, 8, "gelu", GELU)
 
 enum class SfpuOp : uint8_t {
   kUnspecified = 0,
@@ -47,6 +49,10 @@ struct SfpuKind {
   static SfpuKind Ln() { return {SfpuOp::kLn}; }
   static SfpuKind Recip() { return {SfpuOp::kRecip}; }
   static SfpuKind Silu() { return {SfpuOp::kSilu}; }
+  // 1 / (1 + e^-x), tt-metal's sigmoid_tile.
+  static SfpuKind Sigmoid() { return {SfpuOp::kSigmoid}; }
+  // x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), the erf GELU: tt-metal's gelu_tile (PyTorch's approximate='none').
+  static SfpuKind Gelu() { return {SfpuOp::kGelu}; }
   // exp by the target's accurate algorithm whatever its approx mode (online-softmax rescale exp(m - m')).
   static SfpuKind ExpAccurate() { return {SfpuOp::kExpAccurate}; }
   static SfpuKind Rsqrt(int64_t eps_nano, int64_t over) { return {SfpuOp::kRsqrt, eps_nano, over}; }

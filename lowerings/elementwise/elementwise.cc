@@ -132,12 +132,15 @@ absl::StatusOr<Composition> FromRelu(const proto::OpSpec& spec, const Target& ta
   return Pointwise(spec, "relu", DatapathOf(!spec.relu().int_()), spec.relu().n(), Max(Op(0), Const(0.0)), target);
 }
 
+// ★ THE OP IS ONE KERNEL WHERE THE TARGET HAS IT: ttnn.sigmoid and ttnn.gelu are one SFPU kernel each
+// (sigmoid_tile, gelu_tile), rounded once. Composed of Exp and Recip, a 16-bit Dst would round e^-x on the way.
 absl::StatusOr<Composition> FromSigmoid(const proto::OpSpec& spec, const Target& target) {
-  return Pointwise(spec, "sigmoid", Datapath::kFloat, spec.sigmoid().n(), SigmoidExpr(Op(0)), target);
+  return Pointwise(spec, "sigmoid", Datapath::kFloat, spec.sigmoid().n(), Unary(SfpuKind::Sigmoid(), Op(0)), target);
 }
 
 absl::StatusOr<Composition> FromGelu(const proto::OpSpec& spec, const Target& target) {
-  return Pointwise(spec, "gelu", Datapath::kFloat, spec.gelu().n(), GeluExpr(Op(0)), target);
+  const Body body = spec.gelu().erf() ? Unary(SfpuKind::Gelu(), Op(0)) : GeluExpr(Op(0));
+  return Pointwise(spec, "gelu", Datapath::kFloat, spec.gelu().n(), body, target);
 }
 
 absl::StatusOr<Composition> FromScale(const proto::OpSpec& spec, const Target& target) {

@@ -19,7 +19,8 @@ namespace spatial {
 // ── Bodies other families compose (a gate inside a larger body) ──
 // silu(x) as the fused transform.
 Body SiluExpr(Body x);
-// sigmoid(x) = Recip(1 + Exp(0 - x)): Exp and Recip composed ARE the sigmoid, no new transform.
+// sigmoid(x) = Recip(1 + Exp(0 - x)), composed, for a gate inside a larger body (the sigmoid op itself is the one
+// Sigmoid transform, tt-metal's sigmoid_tile).
 Body SigmoidExpr(Body x);
 // x soft-capped at c, c*tanh(x/c), as 2c*Recip(1 + Exp(x*(-2/c))) - c: one exponential and one reciprocal,
 // reaching +-c in both tails.

@@ -1,5 +1,5 @@
-// The elementwise family's references: each op's textbook formula in f64 (the tanh GELU and softcap, the pow of the
-// decay), not the program's arrangement of it.
+// The elementwise family's references: each op's textbook formula in f64 (the tanh or erf GELU, the softcap, the pow
+// of the decay), not the program's arrangement of it.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -47,6 +47,11 @@ absl::StatusOr<TensorMap> ReferenceSigmoid(const proto::OpSpec& spec, const Tens
 }
 
 absl::StatusOr<TensorMap> ReferenceGelu(const proto::OpSpec& spec, const TensorMap& inputs) {
+  if (spec.gelu().erf()) {
+    // x Phi(x), Phi through erfc so the lower tail keeps its relative accuracy.
+    return PointwiseRef(spec, inputs, "gelu", spec.gelu().n(), false,
+                        [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); });
+  }
   // The tanh form; the lowering's x / (1 + e^-2z) is the same function (1 + tanh z = 2 / (1 + e^-2z)).
   const double k = std::sqrt(2.0 / M_PI);
   return PointwiseRef(spec, inputs, "gelu", spec.gelu().n(), false, [k](double x) {

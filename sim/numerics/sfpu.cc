@@ -94,18 +94,28 @@ float ExpSchraudolph(float x) {
   return Ftz(FromBits(static_cast<uint32_t>(i) << 15));
 }
 
-float Exp21f(float x) {
-  constexpr float kOneOverLn2 = 1.442695040888963f;
+namespace {
+
+// exp_21f from its scaled argument z = x/ln2 + 127 in [0, 255): z * 2^23 truncated to an integer (exact: an
+// exponent add, then a conversion of z >= 0) is 2^floor(z) in its exponent field and the fraction f below; 2^f is
+// refined by a quadratic on the integer scale and the exponent set.
+float Exp21fScaled(float z) {
   constexpr float kC[] = {4.791750143340323e-15f, 7.839635491371155e-08f, 1.0017248f};  // highest degree first
-  if (std::isnan(x)) return kNaN;
-  const float z = std::clamp(SfpMad(x, kOneOverLn2, 127.0f), 0.0f, 255.0f);
-  if (z >= 255.0f) return kInf;  // the clamp lands on exponent 255: Inf once rounded (and the facts' range ends)
-  // z * 2^23 is exact (an exponent add); its conversion to an integer truncates (z >= 0).
   const uint32_t zi = static_cast<uint32_t>(std::ldexp(static_cast<double>(z), 23));
   const uint32_t exponent = zi >> 23;
   const float frac = static_cast<float>(zi & 0x7fffffu);  // exact: < 2^23
   const float p = Horner(frac, kC);
   return Ftz(FromBits((exponent << 23) | (Bits(p) & 0x7fffffu)));  // setexp
+}
+
+}  // namespace
+
+float Exp21f(float x) {
+  constexpr float kOneOverLn2 = 1.442695040888963f;
+  if (std::isnan(x)) return kNaN;
+  const float z = std::clamp(SfpMad(x, kOneOverLn2, 127.0f), 0.0f, 255.0f);
+  if (z >= 255.0f) return kInf;  // the clamp lands on exponent 255: Inf once rounded (and the facts' range ends)
+  return Exp21fScaled(z);
 }
 
 float ExpAccurateFp32(float x) {
@@ -259,26 +269,14 @@ float LnFp32(float x) {
 
 // ── sigmoid / silu / tanh / gelu ──
 
-float SigmoidLut(float x) {
-  struct Segment {
-    float upto, slope, intercept;
-  };
-  static const Segment kTable[] = {{0.5f, 0.2452f, -0.0005f}, {1.0f, 0.2173f, 0.0152f}, {1.5f, 0.1731f, 0.0599f},
-                                   {2.0f, 0.1262f, 0.1298f},  {4.0f, 0.0485f, 0.2998f}, {kInf, 0.0f, 0.4998f}};
+float SigmoidApprox(float x) {
   x = Ftz(x);
   const float a = std::fabs(x);
-  const Segment* seg = &kTable[5];
-  for (const Segment& s : kTable) {
-    if (a <= s.upto) {
-      seg = &s;
-      break;
-    }
-  }
-  // SFPLUTFP32 FP16_6ENTRY_TABLE: the table entries are fp16.
-  const float slope = RoundToFp16(seg->slope, proto::RNE);
-  const float intercept = RoundToFp16(seg->intercept, proto::RNE);
+  // SFPLUT: the 8-bit coefficients (sign, 3-bit negative exponent, 4-bit mantissa) decode to these exactly.
+  const float slope = a < 1.0f ? 0.2265625f : (a < 2.0f ? 0.265625f : 0.0f);
+  const float intercept = a < 1.0f ? 0.0f : (a < 2.0f ? -0.046875f : 0.5f);
   const float l = SfpMad(slope, a, intercept);
-  return SfpAdd(x < 0.0f ? -l : l, 0.5f);
+  return SfpAdd(std::signbit(x) ? -l : l, 0.5f);
 }
 
 float TanhLut(float x) {
@@ -304,9 +302,66 @@ float SiluPoly(float x) {
 
 float TanhFp32(float x) { return Ftz(static_cast<float>(std::tanh(static_cast<double>(Ftz(x))))); }
 
-float GeluFp32(float x) {
-  const double d = Ftz(x);
-  return Ftz(static_cast<float>(0.5 * d * (1.0 + std::erf(d / std::sqrt(2.0)))));
+float GeluApprox(float x) {
+  // SFPLUTFP32, 6 fp16 entries (TABLE1: cuts at 0.5, 1, 1.5, 2, 3), decoded exactly: slope, intercept.
+  struct Segment {
+    float below, slope, intercept;
+  };
+  static constexpr Segment kTable[] = {{0.5f, 0.1927490234375f, -0.00010442733764648438f},
+                                       {1.0f, 0.493896484375f, -0.160400390625f},
+                                       {1.5f, 0.61865234375f, -0.279541015625f},
+                                       {2.0f, 0.60986328125f, -0.263427734375f},
+                                       {3.0f, 0.5400390625f, -0.119384765625f},
+                                       {kInf, 0.5f, 0.0f}};
+  x = Ftz(x);
+  const float a = std::fabs(x);
+  const Segment* seg = &kTable[5];
+  for (const Segment& e : kTable) {
+    if (a < e.below) {
+      seg = &e;
+      break;
+    }
+  }
+  // No sign copy: the table is the even part, 0.5|x| erf(|x|/sqrt 2), added to x/2.
+  return SfpAdd(SfpMul(x, 0.5f), SfpMad(seg->slope, a, seg->intercept));
+}
+
+float GeluPiecewise(float x) {
+  // Phi's odd core, c1 x + c3 x^3 + ... + c13 x^13 (coefficients of x^2, highest first), and the cubic that
+  // corrects e^(-x^2/2) into Phi in the lower tail (highest first).
+  constexpr float kCore[] = {7.9821413868e-08f, -3.8082057209e-06f, 8.1812159812e-05f, -1.0717806322e-03f,
+                             9.7720050615e-03f, -6.6361041488e-02f, 3.9894227818e-01f};
+  constexpr float kTail[] = {7.5950479368e-04f, 1.3809983619e-02f, 9.5413386822e-02f, 3.0369991064e-01f};
+  x = Ftz(x);
+  if (std::isnan(x)) return kNaN;
+  if (!(x > -5.54259443f)) return 0.0f;
+  if (x >= 2.78125f) return x;
+  const float x2 = SfpMul(x, x);
+  if (x >= -3.125f) return SfpMul(x, SfpMad(x, Horner(x2, kCore), 0.5f));
+  // -x^2/2 in exp_21f's scale (x^2 * -1/(2 ln 2) + 127), and the same 2^f refinement.
+  const float e = Exp21fScaled(SfpMad(x2, -0.72134752044f, 127.0f));
+  const float h = SfpMul(e, Horner(x, kTail));
+  // (h + 0.375) - 0.375 snaps h to a multiple of 2^-25 before the product.
+  return SfpMul(x, SfpAdd(SfpAdd(h, 0.375f), -0.375f));
+}
+
+float GeluErf(float x) {
+  // erf(s) = s P(s^2) / Q(s^2): P's coefficients of s^0, s^2, ..., s^14 (of the odd powers 1..15), Q's of s^0 ..
+  // s^16, both highest first.
+  constexpr float kNum[] = {-2.8632063387e-10f, 2.7384647439e-08f, 1.7678321456e-05f, 6.1307044234e-04f,
+                            5.6230435148e-03f,  6.2133435160e-02f, 2.1477432549e-01f, 1.1283791065e+00f};
+  constexpr float kDen[] = {-6.7350725691e-12f, -3.5153888689e-09f, 1.3156344494e-06f, 1.3179056987e-04f,
+                            1.9545555115e-03f,  1.9642570987e-02f,  1.2961706519e-01f, 5.2367275953e-01f,
+                            1.0f};
+  x = Ftz(x);
+  if (std::isnan(x)) return kNaN;
+  if (!(x > -5.54259443f)) return 0.0f;
+  const float s = std::min(SfpMul(x, 0.7071067811865475f), 10.0f);
+  const float s2 = SfpMul(s, s);
+  const float num = SfpMul(Horner(s2, kNum), s);
+  const float erf = std::clamp(SfpMul(num, RecipNewton(Horner(s2, kDen), 2)), -1.0f, 1.0f);
+  if (erf == -1.0f) return SfpMul(x, std::ldexp(1.0f, -25));
+  return SfpMul(x, SfpMad(0.5f, erf, 0.5f));
 }
 
 // ── configuration ──
@@ -379,6 +434,12 @@ float EvalSfpu(const SfpuConfig& c, const SfpuKind& k, float x) {
     case SfpuOp::kSilu:
       if (c.silu == proto::SILU_POLY) return Finish(c, SiluPoly(x), false);
       return Finish(c, SfpMul(x, SigmoidAccurate(c, x)), true);
+    case SfpuOp::kSigmoid:
+      if (c.approx) return Finish(c, SigmoidApprox(x), false);
+      return Finish(c, SigmoidAccurate(c, x), true);
+    case SfpuOp::kGelu:
+      if (c.approx) return Finish(c, GeluApprox(x), false);
+      return Finish(c, c.dest == Precision::kFp32 ? GeluErf(x) : GeluPiecewise(x), true);
     case SfpuOp::kUnspecified: break;
   }
   return x;

@@ -77,10 +77,12 @@ float RsqrtCompat(float x, int steps, int recip_iters);
 float LnFp32(float x);
 
 // ── sigmoid / silu / tanh / gelu ──
-// Approximate sigmoid (§2): 6-segment piecewise-linear SFPLUTFP32 on |x| (breakpoints 0.5, 1, 1.5, 2, 4; slopes
-// 0.2452 0.2173 0.1731 0.1262 0.0485 0; intercepts -0.0005 0.0152 0.0599 0.1298 0.2998 0.4998, held as fp16 in
-// the table: tt-llk _init_sigmoid_), the sign of x applied, plus 0.5.
-float SigmoidLut(float x);
+// Approximate sigmoid as tt-metal's sigmoid_tile runs it (ckernel_sfpu_sigmoid_appx.h; tt-metal issue #53258: a
+// "3-segment piecewise-linear SFPU lut()", constants 0x3DFF / 0x21D8 / 0xFF10): SFPLUT on |x| with 8-bit
+// coefficients, 0.2265625|x| below 1, 0.265625|x| - 0.046875 below 2, 0.5 from 2; the sign of x retained; plus
+// 0.5. So exactly 1 from x = 2 up and 0 from -2 down. (hardware-facts §2 gives tt-llk's 6-entry
+// _init_sigmoid_ table, which sigmoid_tile does not call.)
+float SigmoidApprox(float x);
 // Approximate tanh (§2): 3-segment LUT on |x|: 0.90625|x| below 1, 0.09375|x| + 0.8125 below 2, 1 beyond; the
 // sign of x retained.
 float TanhLut(float x);
@@ -88,11 +90,23 @@ float TanhLut(float x);
 // ckernel_sfpu_silu.h: 0.00144462, -0.01055479, -0.01203685, 0.24300185, 0.50437757, highest degree first), 1
 // beyond; 1 - s for x < 0; times x.
 float SiluPoly(float x);
-// tanh and gelu without the approximation: §2 gives the accurate gelu only as "degree-13 odd minimax" with no
-// coefficients, and no accurate tanh. These are documented fp32 stand-ins: the exact function (libm, double)
-// rounded once to fp32 — at least as accurate as the hardware's documented <= 1 bf16 ulp.
+// tanh without the approximation: no accurate tanh is described; a documented fp32 stand-in, the exact function
+// (libm, double) rounded once to fp32.
 float TanhFp32(float x);
-float GeluFp32(float x);
+// The erf GELU x Phi(x) as tt-metal's gelu_tile computes it (ckernel_sfpu_gelu.h; ttnn.gelu's default is the
+// accurate path, fast_and_approximate_mode = false):
+//  - GeluApprox, the fast path (tt-llk _init_gelu_ / _calculate_gelu_appx_): x/2 + (A|x| + B) from a 6-entry fp16
+//    SFPLUTFP32 table on |x| (cuts 0.5, 1, 1.5, 2, 3), no sign copy. Its first intercept is -1.0443e-4, so
+//    gelu(0) = -1.0443e-4 (tt-metal issue #52407). Stored as it is (a 16-bit Dst truncates).
+//  - GeluPiecewise, accurate into a 16-bit Dst (calculate_gelu_piecewise, tt-metal PRs #39101 and #45920): 0 for
+//    x <= -5.5426; x for x >= 2.78125; from -3.125, x (1/2 + x P(x^2)) with P of degree 6 in x^2 (Phi's odd
+//    series); below, x snap(e^(-x^2/2) C(x)), e^(-x^2/2) by exp_21f's refinement and C a cubic, snapped to a
+//    multiple of 2^-25. Rounded to bf16 ties away.
+//  - GeluErf, accurate into an fp32 Dst: x (1/2 + erf(s)/2), s = min(x/sqrt 2, 10), erf a degree-15 / degree-16
+//    rational in s with the 2-step reciprocal, clamped to [-1, 1]; 0 for x <= -5.5426 and x 2^-25 where erf is -1.
+float GeluApprox(float x);
+float GeluPiecewise(float x);
+float GeluErf(float x);
 
 // ── Algorithm choice per destination, from the target's Numerics ──
 struct SfpuConfig {
@@ -134,11 +148,13 @@ float SigmoidAccurate(const SfpuConfig& c, float x);
 //  - ExpAccurate by the accurate exp for the destination (exp_21f for 16-bit, the fp32-accurate one for fp32),
 //    whatever the approx mode and the configured exp;
 //  - Rsqrt{eps, over} = rsqrt(x * fp32(1/over) + fp32(eps)) with the scale and epsilon in one SFPMAD;
-//  - Ln by LnFp32.
+//  - Ln by LnFp32;
+//  - Sigmoid: SigmoidApprox in approx mode, else SigmoidAccurate;
+//  - Gelu: GeluApprox in approx mode, else GeluErf into an fp32 Dst and GeluPiecewise into a 16-bit one.
 // Kernels that round explicitly to bf16 (SFPSTOCHRND, ties away): exp_21f and the fp32-accurate exp, the Wormhole
 // and Blackhole reciprocals ("<= 0.5 ulp", "0 ulp"), SQRT_23/SQRT_10 ("bf16 output is rounded"), sigmoid-based
-// silu ("rounded to bf16"), ln. Those that do not (SFPSTORE truncates): Schraudolph exp, the legacy exp,
-// reciprocal and rsqrt, polynomial silu.
+// silu ("rounded to bf16"), ln, accurate sigmoid and gelu. Those that do not (SFPSTORE truncates): Schraudolph
+// exp, the legacy exp, reciprocal and rsqrt, polynomial silu, the LUT sigmoid and gelu.
 float EvalSfpu(const SfpuConfig& c, const SfpuKind& k, float x);
 
 }  // namespace spatial::numerics

@@ -39,6 +39,13 @@ inline double Rsqrt(double x, int64_t eps_nano, int64_t over) {
   return 1.0 / std::sqrt(x / static_cast<double>(over) + static_cast<double>(eps_nano) * 1e-9);
 }
 inline double Silu(double x) { return x / (1.0 + std::exp(-x)); }
+// Written so neither branch overflows: e^-|x| <= 1.
+inline double Sigmoid(double x) {
+  const double e = std::exp(-std::fabs(x));
+  return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+// x * Phi(x), Phi through erfc so the far negative tail keeps its relative accuracy.
+inline double Gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 
 inline double Sfpu(const SfpuKind& k, double x) {
   switch (k.op) {
@@ -48,6 +55,8 @@ inline double Sfpu(const SfpuKind& k, double x) {
     case SfpuOp::kRecip: return 1.0 / x;
     case SfpuOp::kRsqrt: return Rsqrt(x, k.eps_nano, k.over);
     case SfpuOp::kSilu: return Silu(x);
+    case SfpuOp::kSigmoid: return Sigmoid(x);
+    case SfpuOp::kGelu: return Gelu(x);
     case SfpuOp::kUnspecified: break;
   }
   return std::nan("");

@@ -99,6 +99,39 @@ TEST(ElementwiseTest, GeluMatchesReference) {
   SweepKind("gelu", [](proto::OpSpec& s, int64_t n) { s.mutable_gelu()->set_n(n); }, Reals(-6, 6), 1e-12);
 }
 
+TEST(ElementwiseTest, ErfGeluMatchesReference) {
+  SweepKind(
+      "gelu",
+      [](proto::OpSpec& s, int64_t n) {
+        s.mutable_gelu()->set_n(n);
+        s.mutable_gelu()->set_erf(true);
+      },
+      Reals(-8, 8), 1e-12);
+}
+
+// The sigmoid op and the erf GELU are one SFPU transform each (tt-metal's sigmoid_tile and gelu_tile, rounded
+// once), not an Exp and a Recip composed; the tanh GELU stays composed.
+TEST(ElementwiseTest, SigmoidAndErfGeluAreOneTransform) {
+  const Target& t = Shipped("wormhole_n150");
+  auto body_of = [&](proto::OpSpec spec) {
+    absl::StatusOr<Composition> c = Lower(spec, t);
+    EXPECT_TRUE(c.ok()) << c.status();
+    for (const Stage& st : c->sections[0].stages) {
+      if (const auto* g = std::get_if<Generic>(&st.op)) return BodyToString(g->body);
+    }
+    return std::string();
+  };
+  proto::OpSpec sigmoid = Spec({"x"});
+  sigmoid.mutable_sigmoid()->set_n(64);
+  EXPECT_EQ(body_of(sigmoid), BodyToString(Unary(SfpuKind::Sigmoid(), Op(0))));
+  proto::OpSpec gelu = Spec({"x"});
+  gelu.mutable_gelu()->set_n(64);
+  gelu.mutable_gelu()->set_erf(true);
+  EXPECT_EQ(body_of(gelu), BodyToString(Unary(SfpuKind::Gelu(), Op(0))));
+  gelu.mutable_gelu()->set_erf(false);
+  EXPECT_EQ(body_of(gelu), BodyToString(GeluExpr(Op(0))));
+}
+
 TEST(ElementwiseTest, ScaleMatchesReference) {
   SweepKind(
       "scale",

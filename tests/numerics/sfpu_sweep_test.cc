@@ -3,6 +3,7 @@
 // one (reference/hardware-facts.md §2; tt-llk's per-op ULP budgets are kept the same way, PR #57235), the special
 // values, and that a 16-bit destination gets a bf16 value. A test fails when an algorithm drifts from the accuracy
 // its kernel documents, on any input, not just on sampled points.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -279,11 +280,89 @@ TEST(SfpuSweep, SiluPolyWithinItsFit) {
   EXPECT_EQ(Eval(c, SfpuKind::Silu(), 7.0f), 7.0f);
 }
 
+// ── sigmoid and gelu (tt-metal's sigmoid_tile and gelu_tile) ──
+
+double SigmoidRef(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+double GeluRef(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+
+// Accurate sigmoid into a bf16 Dst (exp_21f, one Newton step, rounded ties-away): within 2 bf16 ulps wherever the
+// value is a normal number (x >= -87).
+TEST(SfpuSweep, SigmoidAccurateWithinTwoBf16Ulps) {
+  const SfpuConfig c = Config(Precision::kBf16, false, Wormhole());
+  const Sweep s = SweepAll([&](float x) { return Eval(c, SfpuKind::Sigmoid(), x); }, SigmoidRef, -87.0, 1e30, false);
+  Report("sigmoid accurate, bf16 Dst", s);
+  EXPECT_GT(s.inputs, 30000);
+  EXPECT_LE(s.worst, 2.0) << "at " << s.worst_at;
+  EXPECT_EQ(s.not_bf16, 0);
+  EXPECT_GT(static_cast<double>(s.exact) / static_cast<double>(s.inputs), 0.9);
+}
+
+// The 3-segment LUT sigmoid: tt-metal issue #53258 measures its peak absolute error at about 0.12, near |x| = 2
+// (sigmoid(2) = 0.881 against the table's 1). Checked as an absolute bound over every input.
+TEST(SfpuSweep, SigmoidApproxWithinItsTable) {
+  const SfpuConfig c = Config(Precision::kBf16, true, Wormhole());
+  double worst = 0;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float x = FromBits(b << 16);
+    if (!std::isfinite(x)) continue;
+    worst = std::max(worst, std::fabs(Eval(c, SfpuKind::Sigmoid(), x) - SigmoidRef(x)));
+  }
+  std::printf("sigmoid approx (LUT), bf16 Dst: worst absolute error %.4f\n", worst);
+  EXPECT_LE(worst, 0.125);
+  EXPECT_GT(worst, 0.1);  // the table's own error at 2, not a better function
+}
+
+// Accurate gelu into a bf16 Dst (the piecewise kernel, rounded ties-away): within 2 bf16 ulps of x Phi(x) from -4
+// up (tt-metal PR #39101 fits it for bf16 ulp accuracy). Below -4 the kernel snaps Phi's tail to a multiple of
+// 2^-25 before the product, so there it is checked absolutely: |x| 2^-26 (at most 5.54 * 2^-26) from the snap plus
+// half a bf16 ulp of values under 1.3e-4, under 2^-21 in all.
+TEST(SfpuSweep, GeluPiecewiseWithinTwoBf16Ulps) {
+  const SfpuConfig c = Config(Precision::kBf16, false, Wormhole());
+  const Sweep s = SweepAll([&](float x) { return Eval(c, SfpuKind::Gelu(), x); }, GeluRef, -4.0, 1e30, false);
+  Report("gelu accurate (piecewise), bf16 Dst", s);
+  EXPECT_GT(s.inputs, 30000);
+  EXPECT_LE(s.worst, 2.0) << "at " << s.worst_at;
+  EXPECT_EQ(s.not_bf16, 0);
+  EXPECT_GT(static_cast<double>(s.exact) / static_cast<double>(s.inputs), 0.99);
+  double tail = 0;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float x = FromBits(b << 16);
+    if (!(x < -4.0f) || !std::isfinite(x)) continue;
+    tail = std::max(tail, std::fabs(Eval(c, SfpuKind::Gelu(), x) - GeluRef(x)));
+  }
+  EXPECT_LE(tail, 0x1p-21);
+}
+
+// Accurate gelu into an fp32 Dst (the rational erf): within 2 bf16 ulps of x Phi(x) for bf16 inputs, and close to
+// fp32 accuracy where the value is large (relative 1e-6 on [0.5, 8]).
+TEST(SfpuSweep, GeluErfIsFp32Accurate) {
+  const SfpuConfig c = Config(Precision::kFp32, false, Wormhole());
+  const Sweep s = SweepAll([&](float x) { return Eval(c, SfpuKind::Gelu(), x); }, GeluRef, 0.5, 8.0, true);
+  Report("gelu accurate (rational erf), fp32 Dst (relative)", s);
+  EXPECT_LE(s.worst, 1e-6) << "at " << s.worst_at;
+  const Sweep wide = SweepAll([&](float x) { return Eval(c, SfpuKind::Gelu(), x); }, GeluRef, -4.0, 1e30, false);
+  EXPECT_LE(wide.worst, 2.0) << "at " << wide.worst_at;
+}
+
+// The LUT gelu: an absolute error within 0.025 of x Phi(x) everywhere (6 linear pieces of the even part; the
+// worst, 0.0234, is inside a piece, not at 0, where the intercept is -1.0443e-4).
+TEST(SfpuSweep, GeluApproxWithinItsTable) {
+  const SfpuConfig c = Config(Precision::kFp32, true, Wormhole());
+  double worst = 0;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float x = FromBits(b << 16);
+    if (!std::isfinite(x)) continue;
+    worst = std::max(worst, std::fabs(Eval(c, SfpuKind::Gelu(), x) - GeluRef(x)));
+  }
+  std::printf("gelu approx (LUT), fp32 Dst: worst absolute error %.4f\n", worst);
+  EXPECT_LE(worst, 0.025);
+}
+
 // ── every transform, every variant: no input crashes, and every result but a NaN that a 16-bit destination
 // receives is a bf16 value (its low 16 bits clear).
 TEST(SfpuSweep, EveryVariantGivesBf16ValuesIntoABf16Dst) {
   const SfpuKind kinds[] = {SfpuKind::Exp(), SfpuKind::ExpAccurate(), SfpuKind::Recip(), SfpuKind::Rsqrt(1000, 64),
-                            SfpuKind::Ln(), SfpuKind::Silu()};
+                            SfpuKind::Ln(), SfpuKind::Silu(), SfpuKind::Sigmoid(), SfpuKind::Gelu()};
   int64_t evaluated = 0;
   for (bool approx : {false, true}) {
     const SfpuConfig c = Config(Precision::kBf16, approx, Wormhole());
@@ -297,7 +376,7 @@ TEST(SfpuSweep, EveryVariantGivesBf16ValuesIntoABf16Dst) {
       }
     }
   }
-  EXPECT_EQ(evaluated, 2 * 6 * 65536);
+  EXPECT_EQ(evaluated, 2 * 8 * 65536);
 }
 
 }  // namespace
