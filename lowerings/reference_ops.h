@@ -29,6 +29,7 @@ absl::StatusOr<TensorMap> ReferenceSoftcap(const proto::OpSpec& spec, const Tens
 absl::StatusOr<TensorMap> ReferenceDecay(const proto::OpSpec& spec, const TensorMap& inputs);
 absl::StatusOr<TensorMap> ReferenceIntRequant(const proto::OpSpec& spec, const TensorMap& inputs);
 absl::StatusOr<TensorMap> ReferenceIntClamp(const proto::OpSpec& spec, const TensorMap& inputs);
+absl::StatusOr<TensorMap> ReferenceBinary(const proto::OpSpec& spec, const TensorMap& inputs);
 // Matmul (reference_matmul.cc).
 absl::StatusOr<TensorMap> ReferenceMatmul(const proto::OpSpec& spec, const TensorMap& inputs);
 // Tables and heads (reference_tables.cc).

@@ -59,6 +59,36 @@ absl::StatusOr<TensorMap> ReferenceGelu(const proto::OpSpec& spec, const TensorM
   });
 }
 
+absl::StatusOr<TensorMap> ReferenceBinary(const proto::OpSpec& spec, const TensorMap& inputs) {
+  const auto& bs = spec.binary();
+  if (!proto::BinarySpec::Op_IsValid(bs.op()) || bs.op() == proto::BinarySpec::OP_UNSPECIFIED) {
+    return absl::InvalidArgumentError(absl::StrCat("binary.op is not ADD, SUB or MUL (", static_cast<int>(bs.op()), ")"));
+  }
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "binary", 2));
+  RETURN_IF_ERROR(CheckElements("binary", "n", bs.n()));
+  ASSIGN_OR_RETURN(const auto shape, PointwiseShape("binary", spec.shape_rows(), spec.shape_cols(), bs.n()));
+  const auto [rows, cols] = shape;
+  ASSIGN_OR_RETURN(const TensorData* a, RefInput(inputs, ops[0].name, rows, cols));
+  ASSIGN_OR_RETURN(const TensorData* b, RefInput(inputs, ops[1].name, bs.broadcast() ? 1 : rows, cols));
+  if (bs.int_()) {
+    RETURN_IF_ERROR(RefIntegral(*a, ops[0].name));
+    RETURN_IF_ERROR(RefIntegral(*b, ops[1].name));
+  }
+  TensorData c = RefResult(rows, cols, bs.int_() ? Precision::kInt32 : Precision::kFp32);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const double x = a->values[static_cast<size_t>(r * cols + j)];
+      const double y = b->values[static_cast<size_t>((bs.broadcast() ? 0 : r) * cols + j)];
+      c.values[static_cast<size_t>(r * cols + j)] = bs.op() == proto::BinarySpec::ADD   ? x + y
+                                                    : bs.op() == proto::BinarySpec::SUB ? x - y
+                                                                                        : x * y;
+    }
+  }
+  TensorMap out;
+  out[spec.out()] = std::move(c);
+  return out;
+}
+
 absl::StatusOr<TensorMap> ReferenceScale(const proto::OpSpec& spec, const TensorMap& inputs) {
   const double c = spec.scale().factor();
   if (!std::isfinite(c)) return absl::InvalidArgumentError("scale.factor is not finite");

@@ -50,6 +50,7 @@ std::optional<int64_t> PointwiseN(const proto::OpSpec& spec) {
     case proto::OpSpec::kSoftcap: return spec.softcap().n();
     case proto::OpSpec::kIntRequant: return spec.int_requant().n();
     case proto::OpSpec::kIntClamp: return spec.int_clamp().n();
+    case proto::OpSpec::kBinary: return spec.binary().n();
     default: return std::nullopt;
   }
 }

@@ -162,6 +162,28 @@ std::vector<OpCase> IntClampCases() {
   return v;
 }
 
+std::vector<OpCase> BinaryCases() {
+  std::vector<OpCase> v;
+  for (auto [t, rows, cols, op, broadcast] :
+       std::vector<std::tuple<const char*, int64_t, int64_t, proto::BinarySpec::Op, bool>>{
+           {"test_tiny", 1, 27, proto::BinarySpec::ADD, false},
+           {"test_tiny", 9, 20, proto::BinarySpec::MUL, true},
+           {"wormhole_n150", 1, 3072, proto::BinarySpec::MUL, false},
+           {"wormhole_n150", 32, 1024, proto::BinarySpec::ADD, false},
+           {"wormhole_n150", 40, 200, proto::BinarySpec::SUB, true}}) {
+    proto::OpSpec s = Spec({"a", "b"});
+    if (rows > 1) {
+      s.set_shape_rows(rows);
+      s.set_shape_cols(cols);
+    }
+    s.mutable_binary()->set_op(op);
+    s.mutable_binary()->set_n(rows * cols);
+    s.mutable_binary()->set_broadcast(broadcast);
+    v.push_back({t, s, Reals(-4, 4)});
+  }
+  return v;
+}
+
 std::vector<OpCase> MatmulCases() {
   std::vector<OpCase> v;
   for (auto [t, m, k, n] : std::vector<std::tuple<const char*, int64_t, int64_t, int64_t>>{
@@ -611,6 +633,7 @@ const std::vector<OpTolerance>& ToleranceTable() {
         {"relu", &ReluCases},
         {"int_requant", &IntRequantCases},
         {"int_clamp", &IntClampCases},
+        {"binary", &BinaryCases},
         {"matmul", &MatmulCases},
         {"transpose", &TransposeCases},
         {"head_slice", &HeadSliceCases},
