@@ -282,6 +282,18 @@ TEST(SfpuSweep, SiluPolyWithinItsFit) {
 
 // ── sigmoid and gelu (tt-metal's sigmoid_tile and gelu_tile) ──
 
+// The largest |f(x) - ref(x)| over every finite bf16 x in [lo, hi].
+double WorstAbs(const std::function<float(float)>& f, const std::function<double(double)>& ref, double lo = -kInf,
+                double hi = kInf) {
+  double worst = 0;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float x = FromBits(b << 16);
+    if (!std::isfinite(x) || x < lo || x > hi) continue;
+    worst = std::max(worst, std::fabs(f(x) - ref(x)));
+  }
+  return worst;
+}
+
 double SigmoidRef(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
 double GeluRef(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 
@@ -301,12 +313,7 @@ TEST(SfpuSweep, SigmoidAccurateWithinTwoBf16Ulps) {
 // (sigmoid(2) = 0.881 against the table's 1). Checked as an absolute bound over every input.
 TEST(SfpuSweep, SigmoidApproxWithinItsTable) {
   const SfpuConfig c = Config(Precision::kBf16, true, Wormhole());
-  double worst = 0;
-  for (uint32_t b = 0; b < 65536; ++b) {
-    const float x = FromBits(b << 16);
-    if (!std::isfinite(x)) continue;
-    worst = std::max(worst, std::fabs(Eval(c, SfpuKind::Sigmoid(), x) - SigmoidRef(x)));
-  }
+  const double worst = WorstAbs([&](float x) { return Eval(c, SfpuKind::Sigmoid(), x); }, SigmoidRef);
   std::printf("sigmoid approx (LUT), bf16 Dst: worst absolute error %.4f\n", worst);
   EXPECT_LE(worst, 0.125);
   EXPECT_GT(worst, 0.1);  // the table's own error at 2, not a better function
@@ -324,12 +331,7 @@ TEST(SfpuSweep, GeluPiecewiseWithinTwoBf16Ulps) {
   EXPECT_LE(s.worst, 2.0) << "at " << s.worst_at;
   EXPECT_EQ(s.not_bf16, 0);
   EXPECT_GT(static_cast<double>(s.exact) / static_cast<double>(s.inputs), 0.99);
-  double tail = 0;
-  for (uint32_t b = 0; b < 65536; ++b) {
-    const float x = FromBits(b << 16);
-    if (!(x < -4.0f) || !std::isfinite(x)) continue;
-    tail = std::max(tail, std::fabs(Eval(c, SfpuKind::Gelu(), x) - GeluRef(x)));
-  }
+  const double tail = WorstAbs([&](float x) { return Eval(c, SfpuKind::Gelu(), x); }, GeluRef, -kInf, -4.0);
   EXPECT_LE(tail, 0x1p-21);
 }
 
@@ -348,12 +350,7 @@ TEST(SfpuSweep, GeluErfIsFp32Accurate) {
 // worst, 0.0234, is inside a piece, not at 0, where the intercept is -1.0443e-4).
 TEST(SfpuSweep, GeluApproxWithinItsTable) {
   const SfpuConfig c = Config(Precision::kFp32, true, Wormhole());
-  double worst = 0;
-  for (uint32_t b = 0; b < 65536; ++b) {
-    const float x = FromBits(b << 16);
-    if (!std::isfinite(x)) continue;
-    worst = std::max(worst, std::fabs(Eval(c, SfpuKind::Gelu(), x) - GeluRef(x)));
-  }
+  const double worst = WorstAbs([&](float x) { return Eval(c, SfpuKind::Gelu(), x); }, GeluRef);
   std::printf("gelu approx (LUT), fp32 Dst: worst absolute error %.4f\n", worst);
   EXPECT_LE(worst, 0.025);
 }
