@@ -3,7 +3,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ pkg-config libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev \
-            libgmock-dev libsystemc-dev libbenchmark-dev python3
+            libgmock-dev libsystemc-dev libbenchmark-dev libopenblas-dev python3
 
 .PHONY: all deps configure build test demo bench fidelity clean asan test-asan fuzz
 

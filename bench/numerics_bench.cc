@@ -8,6 +8,7 @@
 // straightforward i-k-j loop over fp32 arrays (unit-stride inner loop the compiler vectorizes), same flags.
 // Both report FLOP/s = 2*n^3 per second.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -15,8 +16,12 @@
 
 #include "benchmark/benchmark.h"
 #include "sim/numerics/sfpu.h"
+#include "sim/vm/exact_model.h"
 #include "sim/numerics/target_model.h"
 #include "targets/loader.h"
+#ifdef SPATIAL_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 namespace spatial::numerics {
 namespace {
@@ -97,6 +102,134 @@ void BM_NativeMatmul_Fp32(benchmark::State& state) {
                                                 benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_NativeMatmul_Fp32)->Unit(benchmark::kMillisecond);
+
+// ── The same n^3 product as MatmulTiles stages run it, against OpenBLAS in the same run ──
+// The VM cuts C into items of kBlock x kBlock tiles folding K kBlock tiles at a time; each (item, K block) is one
+// ValueModel::MatmulBlock over pages that hold their tiles side by side (sim/vm/value_model.h). The pages are built
+// once, outside the timing. Reported: the emulated FLOP/s and `vs_openblas`, that rate over OpenBLAS's
+// single-thread sgemm (target model) or dgemm (the exact model) of the same n, timed in the same benchmark.
+constexpr int64_t kBlock = 8;
+
+struct BlockPages {
+  int64_t n = 0, nb = 0;  // matrix size, blocks per side
+  std::vector<std::vector<double>> a, b;  // a[ib * nb + kb], b[kb * nb + jb]
+  std::vector<double> dense_a, dense_b;
+};
+
+// Page of block (bi, bk) of a dense n x n matrix: kBlock x kBlock tiles, tile (i, k) at column (i * kBlock + k) * T.
+std::vector<double> PageOf(const std::vector<double>& m, int64_t n, int64_t bi, int64_t bk) {
+  const int64_t w = kBlock * kBlock * kTile;
+  std::vector<double> page(static_cast<size_t>(kTile * w));
+  for (int64_t i = 0; i < kBlock; ++i) {
+    for (int64_t k = 0; k < kBlock; ++k) {
+      for (int64_t r = 0; r < kTile; ++r) {
+        for (int64_t c = 0; c < kTile; ++c) {
+          page[static_cast<size_t>(r * w + (i * kBlock + k) * kTile + c)] =
+              m[static_cast<size_t>(((bi * kBlock + i) * kTile + r) * n + (bk * kBlock + k) * kTile + c)];
+        }
+      }
+    }
+  }
+  return page;
+}
+
+BlockPages MakeBlockPages(int64_t n) {
+  BlockPages p;
+  p.n = n;
+  p.nb = n / (kBlock * kTile);
+  p.dense_a = RandomBf16Matrix(n, 1);
+  p.dense_b = RandomBf16Matrix(n, 2);
+  for (int64_t i = 0; i < p.nb; ++i) {
+    for (int64_t k = 0; k < p.nb; ++k) {
+      p.a.push_back(PageOf(p.dense_a, n, i, k));
+      p.b.push_back(PageOf(p.dense_b, n, i, k));
+    }
+  }
+  return p;
+}
+
+// One pass of the product through `model`: every item's K blocks into its C page.
+void BlockedProduct(const ValueModel& model, const BlockPages& p, std::vector<double>& c, Precision acc) {
+  const int64_t w = kBlock * kBlock * kTile;
+  for (int64_t i = 0; i < p.nb; ++i) {
+    for (int64_t j = 0; j < p.nb; ++j) {
+      std::fill(c.begin(), c.end(), 0.0);
+      for (int64_t k = 0; k < p.nb; ++k) {
+        model.MatmulBlock(p.a[i * p.nb + k].data(), w, p.b[k * p.nb + j].data(), w, false, c.data(), w, kBlock,
+                          kBlock, kBlock, kTile, acc, spatial::MathFidelity::kDefault);
+      }
+      benchmark::DoNotOptimize(c.data());
+    }
+  }
+}
+
+// OpenBLAS's single-thread rate for an n^3 sgemm (fp32) or dgemm, best of a few runs; 0 without OpenBLAS.
+double OpenBlasFlops(const BlockPages& p, bool f64) {
+#ifdef SPATIAL_HAVE_OPENBLAS
+  openblas_set_num_threads(1);
+  const int n = static_cast<int>(p.n);
+  const std::vector<float> af(p.dense_a.begin(), p.dense_a.end()), bf(p.dense_b.begin(), p.dense_b.end());
+  std::vector<float> cf(af.size());
+  std::vector<double> cd(af.size());
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (f64) {
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, p.dense_a.data(), n, p.dense_b.data(), n,
+                  0.0, cd.data(), n);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, af.data(), n, bf.data(), n, 0.0f,
+                  cf.data(), n);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * static_cast<double>(n) / s);
+  }
+  benchmark::DoNotOptimize(cf.data());
+  benchmark::DoNotOptimize(cd.data());
+  return best;
+#else
+  (void)p;
+  (void)f64;
+  return 0;
+#endif
+}
+
+void BlockedMatmul(benchmark::State& state, bool exact, proto::Fidelity fidelity, Precision acc) {
+  const int64_t n = state.range(0);
+  absl::StatusOr<Target> target = LoadTarget("wormhole_n150");
+  if (!target.ok()) {
+    state.SkipWithError("wormhole_n150 did not load");
+    return;
+  }
+  ModelOptions options;
+  options.fidelity = fidelity;
+  const std::unique_ptr<ValueModel> owned = MakeTargetModel(*target, options);
+  const ValueModel& model = exact ? ExactModel() : *owned;
+  const BlockPages p = MakeBlockPages(n);
+  std::vector<double> c(static_cast<size_t>(kTile * kBlock * kBlock * kTile));
+  const double anchor = OpenBlasFlops(p, exact);
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t passes = 0;
+  for (auto _ : state) {
+    BlockedProduct(model, p, c, acc);
+    ++passes;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double flops = 2.0 * static_cast<double>(n) * n * n;
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  if (anchor > 0 && s > 0) {
+    state.counters["openblas_FLOP/s"] = anchor;
+    state.counters["vs_openblas"] = flops * static_cast<double>(passes) / s / anchor;
+  }
+}
+
+void BM_Blocked_HiFi2_Bf16Acc(benchmark::State& s) { BlockedMatmul(s, false, proto::HIFI2, Precision::kBf16); }
+void BM_Blocked_HiFi2_Fp32Acc(benchmark::State& s) { BlockedMatmul(s, false, proto::HIFI2, Precision::kFp32); }
+void BM_Blocked_ExactVm(benchmark::State& s) { BlockedMatmul(s, true, proto::HIFI4, Precision::kFp32); }
+BENCHMARK(BM_Blocked_HiFi2_Bf16Acc)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Blocked_HiFi2_Fp32Acc)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Blocked_ExactVm)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 // Stores and transforms, per element, for the simulator's budget: a bf16 page write and an exp tile.
 void BM_StoreRound_Bf16(benchmark::State& state) {

@@ -214,6 +214,131 @@ float ToSrcRegister(double v, Precision src, proto::Rounding unpack, bool flush)
   }
 }
 
+namespace {
+
+// One operand tile as the Src registers hold it for this product. An fp32 Dst: one merged product per element (two
+// for HiFi3): `first` holds A's (in0, SrcB) bits all phases read together, `second` HiFi3's next 4; for B (in1,
+// SrcA) likewise. A 16-bit Dst: `first` holds the full Src value, split per phase at compute time.
+struct Prepared {
+  std::vector<float> first, second;
+};
+
+bool MergedPhases(const MatmulConfig& cfg) { return cfg.acc == Precision::kFp32; }
+
+// A's tr x kk values (row stride lda) into row-major [i][k] at `a1` (and `a2`).
+template <typename Conv>
+void PrepareA(const MatmulConfig& cfg, Conv conv, const double* a, int64_t lda, int64_t tr, int64_t kk, float* a1,
+              float* a2) {
+  const int phases = FidelityPhases(cfg.fidelity);
+  if (!MergedPhases(cfg)) {
+    // Phase p's bits at a1 + p * tr * kk.
+    for (int64_t i = 0; i < tr; ++i) {
+      for (int64_t k = 0; k < kk; ++k) {
+        const float v = conv(a[i * lda + k]);
+        for (int p = 0; p < phases; ++p) a1[p * tr * kk + i * kk + k] = SrcBFidelityBits(v, p);
+      }
+    }
+    return;
+  }
+  const uint32_t a_mask = phases >= 4 ? kSrcBFull : kSrcBHi;
+  for (int64_t i = 0; i < tr; ++i) {
+    const double* __restrict ai = a + i * lda;
+    float* __restrict o = a1 + i * kk;
+    for (int64_t k = 0; k < kk; ++k) o[k] = Masked(conv(ai[k]), a_mask);
+    if (phases != 3) continue;
+    float* __restrict o2 = a2 + i * kk;  // the next 4 bits, which phase 2 reads
+    for (int64_t k = 0; k < kk; ++k) o2[k] = SrcBFidelityBits(conv(ai[k]), 2);
+  }
+}
+
+// B's kk x tc values into row-major [k][j] at `b1` (and `b2`).
+template <typename Conv>
+void PrepareB(const MatmulConfig& cfg, Conv conv, const double* b, int64_t ldb, bool transpose_b, int64_t tc,
+              int64_t kk, float* b1, float* b2) {
+  const int phases = FidelityPhases(cfg.fidelity);
+  if (!MergedPhases(cfg)) {
+    // Phase p's bits at b1 + p * kk * tc.
+    for (int p = 0; p < phases; ++p) {
+      LoadB(b, ldb, transpose_b, tc, kk, b1 + p * kk * tc, [&](double v) { return SrcAFidelityBits(conv(v), p); });
+    }
+    return;
+  }
+  const uint32_t b_mask = phases >= 2 ? kSrcAFull : kSrcAHi;
+  LoadB(b, ldb, transpose_b, tc, kk, b1, [&](double v) { return Masked(conv(v), b_mask); });
+  if (phases == 3) LoadB(b, ldb, transpose_b, tc, kk, b2, [&](double v) { return Masked(conv(v), kSrcAHi); });
+}
+
+// c[tr x tc] (+)= the prepared operands' product, over `products` prepared (A, B) pairs in order: the Dst is read
+// from c once, every pair's MVMULs added in k order, and written back once; between pairs it is stored and read
+// back exactly as consecutive MatmulTileAtFidelity calls would (Ftz, or the 16-bit rounding).
+void ComputePrepared(const MatmulConfig& cfg, const float* const* a1, const float* const* a2, const float* const* b1,
+                     const float* const* b2, int64_t products, double* c, int64_t ldc, int64_t tr, int64_t tc,
+                     int64_t kk) {
+  Scratch& s = ThreadScratch();
+  s.Size(tr, tc, kk);
+  float* __restrict acc = s.acc.data();
+  float* __restrict tmp = s.tmp.data();
+  const int phases = FidelityPhases(cfg.fidelity);
+  if (MergedPhases(cfg)) {
+    for (int64_t i = 0; i < tr; ++i) {
+      float* __restrict row = acc + i * tc;
+      const double* __restrict ci_in = c + i * ldc;
+      for (int64_t j = 0; j < tc; ++j) row[j] = ToFp32(ci_in[j], cfg.flush);
+      for (int64_t p = 0; p < products; ++p) {
+        for (int64_t k0 = 0; k0 < kk; k0 += kMvmulDepth) {
+          BlockRow(a1[p], b1[p], phases == 3 ? a2[p] : nullptr, b2[p], i, tc, kk, k0, std::min(kk, k0 + kMvmulDepth),
+                   tmp);
+          for (int64_t j = 0; j < tc; ++j) row[j] += tmp[j];  // Dst += the MVMUL's products, fp32 RNE
+        }
+        if (cfg.flush) {
+          for (int64_t j = 0; j < tc; ++j) row[j] = Ftz(row[j]);
+        }
+      }
+      double* __restrict ci = c + i * ldc;
+      for (int64_t j = 0; j < tc; ++j) ci[j] = row[j];
+    }
+    return;
+  }
+  // 16-bit Dst: phase by phase (the LLK runs the whole tile once per fidelity phase), each MVMUL rounded.
+  WithDstRounder(cfg, [&](auto round_dst) {
+    for (int64_t i = 0; i < tr; ++i) {
+      for (int64_t j = 0; j < tc; ++j) acc[i * tc + j] = round_dst(ToFp32(c[i * ldc + j], cfg.flush));
+    }
+    for (int64_t q = 0; q < products; ++q) {
+      if (q > 0) {
+        for (int64_t e = 0; e < tr * tc; ++e) acc[e] = round_dst(ToFp32(static_cast<double>(acc[e]), cfg.flush));
+      }
+      for (int p = 0; p < phases; ++p) {
+        const float* ap = a1[q] + p * tr * kk;
+        const float* bp = b1[q] + p * kk * tc;
+        for (int64_t k0 = 0; k0 < kk; k0 += kMvmulDepth) {
+          for (int64_t i = 0; i < tr; ++i) {
+            BlockRow(ap, bp, nullptr, nullptr, i, tc, kk, k0, std::min(kk, k0 + kMvmulDepth), tmp);
+            float* __restrict row = acc + i * tc;
+            for (int64_t j = 0; j < tc; ++j) row[j] = round_dst(row[j] + tmp[j]);
+          }
+        }
+      }
+    }
+  });
+  for (int64_t i = 0; i < tr; ++i) {
+    for (int64_t j = 0; j < tc; ++j) c[i * ldc + j] = acc[i * tc + j];
+  }
+}
+
+// Per-thread storage of a block's prepared tiles.
+struct BlockScratch {
+  Prepared a, b;
+  std::vector<const float*> pa1, pa2, pb1, pb2;
+};
+
+BlockScratch& ThreadBlockScratch() {
+  thread_local BlockScratch s;
+  return s;
+}
+
+}  // namespace
+
 void MatmulTileAtFidelity(const MatmulConfig& cfg, const double* a, int64_t lda, const double* b, int64_t ldb,
                           bool transpose_b, double* c, int64_t ldc, int64_t tr, int64_t tc, int64_t kk) {
   if (tr <= 0 || tc <= 0) return;
@@ -221,79 +346,71 @@ void MatmulTileAtFidelity(const MatmulConfig& cfg, const double* a, int64_t lda,
     IntegerMatmul(cfg, a, lda, b, ldb, transpose_b, c, ldc, tr, tc, kk);
     return;
   }
-  Scratch& s = ThreadScratch();
-  s.Size(tr, tc, kk);
-  const int phases = FidelityPhases(cfg.fidelity);
-  float* __restrict acc = s.acc.data();
-  float* __restrict tmp = s.tmp.data();
+  BlockScratch& bs = ThreadBlockScratch();
+  const auto copies = static_cast<size_t>(MergedPhases(cfg) ? 1 : FidelityPhases(cfg.fidelity));
+  const auto na = copies * static_cast<size_t>(tr * kk), nb = copies * static_cast<size_t>(kk * tc);
+  if (bs.a.first.size() < na) bs.a.first.resize(na), bs.a.second.resize(na);
+  if (bs.b.first.size() < nb) bs.b.first.resize(nb), bs.b.second.resize(nb);
+  WithSrcConverter(cfg, [&](auto conv) {
+    PrepareA(cfg, conv, a, lda, tr, kk, bs.a.first.data(), bs.a.second.data());
+    PrepareB(cfg, conv, b, ldb, transpose_b, tc, kk, bs.b.first.data(), bs.b.second.data());
+  });
+  const float* a1 = bs.a.first.data();
+  const float* a2 = bs.a.second.data();
+  const float* b1 = bs.b.first.data();
+  const float* b2 = bs.b.second.data();
+  ComputePrepared(cfg, &a1, &a2, &b1, &b2, 1, c, ldc, tr, tc, kk);
+}
 
-  if (cfg.acc == Precision::kFp32) {
-    // One merged product per element (two for HiFi3): A (in0) is SrcB, B (in1) is SrcA.
-    const uint32_t a_mask = phases >= 4 ? kSrcBFull : kSrcBHi;
-    const uint32_t b_mask = phases >= 2 ? kSrcAFull : kSrcAHi;
-    WithSrcConverter(cfg, [&](auto conv) {
-      for (int64_t i = 0; i < tr; ++i) {
-        const double* __restrict ai = a + i * lda;
-        float* __restrict o = s.a1.data() + i * kk;
-        for (int64_t k = 0; k < kk; ++k) o[k] = Masked(conv(ai[k]), a_mask);
-        if (phases != 3) continue;
-        float* __restrict o2 = s.a2.data() + i * kk;  // the next 4 bits, which phase 2 reads
-        for (int64_t k = 0; k < kk; ++k) o2[k] = SrcBFidelityBits(conv(ai[k]), 2);
-      }
-      LoadB(b, ldb, transpose_b, tc, kk, s.b1.data(), [&](double v) { return Masked(conv(v), b_mask); });
-      if (phases == 3) {
-        LoadB(b, ldb, transpose_b, tc, kk, s.b2.data(), [&](double v) { return Masked(conv(v), kSrcAHi); });
-      }
-    });
-    const float* a2 = phases == 3 ? s.a2.data() : nullptr;
-    for (int64_t i = 0; i < tr; ++i) {
-      float* __restrict row = acc + i * tc;
-      const double* __restrict ci_in = c + i * ldc;
-      if (cfg.flush) {
-        for (int64_t j = 0; j < tc; ++j) row[j] = ToFp32(ci_in[j], true);
-      } else {
-        for (int64_t j = 0; j < tc; ++j) row[j] = ToFp32(ci_in[j], false);
-      }
-      for (int64_t k0 = 0; k0 < kk; k0 += kMvmulDepth) {
-        BlockRow(s.a1.data(), s.b1.data(), a2, s.b2.data(), i, tc, kk, k0, std::min(kk, k0 + kMvmulDepth), tmp);
-        for (int64_t j = 0; j < tc; ++j) row[j] += tmp[j];  // Dst += the MVMUL's products, fp32 RNE
-      }
-      double* __restrict ci = c + i * ldc;
-      if (cfg.flush) {
-        for (int64_t j = 0; j < tc; ++j) ci[j] = Ftz(row[j]);
-      } else {
-        for (int64_t j = 0; j < tc; ++j) ci[j] = row[j];
+void MatmulBlockAtFidelity(const MatmulConfig& cfg, const double* a, int64_t lda, const double* b, int64_t ldb,
+                           bool transpose_b, double* c, int64_t ldc, int64_t m, int64_t n, int64_t k, int64_t t) {
+  if (m <= 0 || n <= 0 || t <= 0) return;
+  if (IsInteger(cfg.acc) || k <= 0) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t kt = 0; kt < k; ++kt) {
+          const int64_t bt = transpose_b ? j * k + kt : kt * n + j;
+          MatmulTileAtFidelity(cfg, a + (i * k + kt) * t, lda, b + bt * t, ldb, transpose_b, c + (i * n + j) * t,
+                               ldc, t, t, t);
+        }
       }
     }
     return;
   }
-
-  // 16-bit Dst: phase by phase (the LLK runs the whole tile once per fidelity phase), each MVMUL rounded.
-  // Operands once (a2/b2 hold the full Src values), then split per phase into a1/b1.
+  // Every operand tile converted once for the block (a tile of A feeds n products, one of B m products).
+  BlockScratch& bs = ThreadBlockScratch();
+  // A prepared tile: one copy of its Src bits (merged phases), or one per phase (a 16-bit Dst).
+  const int64_t tt = t * t * (MergedPhases(cfg) ? 1 : FidelityPhases(cfg.fidelity));
+  const auto na = static_cast<size_t>(m * k * tt), nb = static_cast<size_t>(k * n * tt);
+  if (bs.a.first.size() < na) bs.a.first.resize(na), bs.a.second.resize(na);
+  if (bs.b.first.size() < nb) bs.b.first.resize(nb), bs.b.second.resize(nb);
   WithSrcConverter(cfg, [&](auto conv) {
-    for (int64_t i = 0; i < tr; ++i) {
-      for (int64_t k = 0; k < kk; ++k) s.a2[i * kk + k] = conv(a[i * lda + k]);
+    for (int64_t e = 0; e < m * k; ++e) {
+      PrepareA(cfg, conv, a + e * t, lda, t, t, bs.a.first.data() + e * tt, bs.a.second.data() + e * tt);
     }
-    LoadB(b, ldb, transpose_b, tc, kk, s.b2.data(), conv);
+    for (int64_t e = 0; e < k * n; ++e) {
+      // Prepared B tile e is (kt, j) = (e / n, e % n), wherever the page keeps it.
+      const int64_t kt = e / n, j = e % n;
+      const int64_t bt = transpose_b ? j * k + kt : e;
+      PrepareB(cfg, conv, b + bt * t, ldb, transpose_b, t, t, bs.b.first.data() + e * tt,
+               bs.b.second.data() + e * tt);
+    }
   });
-  WithDstRounder(cfg, [&](auto round_dst) {
-    for (int64_t i = 0; i < tr; ++i) {
-      for (int64_t j = 0; j < tc; ++j) acc[i * tc + j] = round_dst(ToFp32(c[i * ldc + j], cfg.flush));
-    }
-    for (int p = 0; p < phases; ++p) {
-      for (int64_t e = 0; e < tr * kk; ++e) s.a1[e] = SrcBFidelityBits(s.a2[e], p);
-      for (int64_t e = 0; e < kk * tc; ++e) s.b1[e] = SrcAFidelityBits(s.b2[e], p);
-      for (int64_t k0 = 0; k0 < kk; k0 += kMvmulDepth) {
-        for (int64_t i = 0; i < tr; ++i) {
-          BlockRow(s.a1.data(), s.b1.data(), nullptr, nullptr, i, tc, kk, k0, std::min(kk, k0 + kMvmulDepth), tmp);
-          float* __restrict row = acc + i * tc;
-          for (int64_t j = 0; j < tc; ++j) row[j] = round_dst(row[j] + tmp[j]);
-        }
+  bs.pa1.resize(static_cast<size_t>(k));
+  bs.pa2.resize(static_cast<size_t>(k));
+  bs.pb1.resize(static_cast<size_t>(k));
+  bs.pb2.resize(static_cast<size_t>(k));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t kt = 0; kt < k; ++kt) {
+        bs.pa1[kt] = bs.a.first.data() + (i * k + kt) * tt;
+        bs.pa2[kt] = bs.a.second.data() + (i * k + kt) * tt;
+        bs.pb1[kt] = bs.b.first.data() + (kt * n + j) * tt;
+        bs.pb2[kt] = bs.b.second.data() + (kt * n + j) * tt;
       }
+      ComputePrepared(cfg, bs.pa1.data(), bs.pa2.data(), bs.pb1.data(), bs.pb2.data(), k, c + (i * n + j) * t, ldc, t,
+                      t, t);
     }
-  });
-  for (int64_t i = 0; i < tr; ++i) {
-    for (int64_t j = 0; j < tc; ++j) c[i * ldc + j] = acc[i * tc + j];
   }
 }
 

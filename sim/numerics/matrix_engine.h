@@ -57,6 +57,12 @@ struct MatmulConfig {
 void MatmulTileAtFidelity(const MatmulConfig& cfg, const double* a, int64_t lda, const double* b, int64_t ldb,
                           bool transpose_b, double* c, int64_t ldc, int64_t tr, int64_t tc, int64_t kk);
 
+// A block of t x t tiles as ValueModel::MatmulBlock lays it out (sim/vm/value_model.h): for each of the m x n
+// output tiles, its k products in k order. Bit-identical to MatmulTileAtFidelity over the same tiles in that order
+// (each operand tile is converted to its Src bits once for the block, not once per product).
+void MatmulBlockAtFidelity(const MatmulConfig& cfg, const double* a, int64_t lda, const double* b, int64_t ldb,
+                           bool transpose_b, double* c, int64_t ldc, int64_t m, int64_t n, int64_t k, int64_t t);
+
 }  // namespace spatial::numerics
 
 #endif  // SIM_NUMERICS_MATRIX_ENGINE_H_

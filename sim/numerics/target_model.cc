@@ -69,9 +69,7 @@ double TargetModel::Sfpu(const SfpuKind& k, double x, Precision acc) const {
   return EvalSfpu(sfpu_for(acc), k, ToFp32(x, n_.flush_denormals));
 }
 
-void TargetModel::MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
-                             int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision acc,
-                             MathFidelity fidelity) const {
+MatmulConfig TargetModel::MatmulConfigFor(Precision acc, MathFidelity fidelity) const {
   MatmulConfig cfg;
   // A stage's own fidelity (MatmulSpec.math_fidelity) over the target's default.
   cfg.fidelity = fidelity == MathFidelity::kDefault ? n_.fidelity : static_cast<proto::Fidelity>(fidelity);
@@ -79,7 +77,19 @@ void TargetModel::MatmulTile(const double* a, int64_t lda, const double* b, int6
   cfg.acc = acc == Precision::kUnspecified ? Precision::kFp32 : acc;
   cfg.unpack = n_.unpack;
   cfg.flush = n_.flush_denormals;
-  MatmulTileAtFidelity(cfg, a, lda, b, ldb, transpose_b, c, ldc, tr, tc, kk);
+  return cfg;
+}
+
+void TargetModel::MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
+                             int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision acc,
+                             MathFidelity fidelity) const {
+  MatmulTileAtFidelity(MatmulConfigFor(acc, fidelity), a, lda, b, ldb, transpose_b, c, ldc, tr, tc, kk);
+}
+
+void TargetModel::MatmulBlock(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
+                              int64_t ldc, int64_t m, int64_t n, int64_t k, int64_t t, Precision acc,
+                              MathFidelity fidelity) const {
+  MatmulBlockAtFidelity(MatmulConfigFor(acc, fidelity), a, lda, b, ldb, transpose_b, c, ldc, m, n, k, t);
 }
 
 std::unique_ptr<ValueModel> MakeTargetModel(const Target& target) { return MakeTargetModel(target, ModelOptions{}); }

@@ -56,8 +56,13 @@ class TargetModel final : public ValueModel {
   double Sfpu(const SfpuKind& k, double x, Precision acc) const override;
   void MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c, int64_t ldc,
                   int64_t tr, int64_t tc, int64_t kk, Precision acc, MathFidelity fidelity) const override;
+  void MatmulBlock(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
+                   int64_t ldc, int64_t m, int64_t n, int64_t k, int64_t t, Precision acc,
+                   MathFidelity fidelity) const override;
 
   const TargetNumerics& numerics() const { return n_; }
+  // The matrix engine's configuration for a product at `acc` and a stage's `fidelity` (kDefault: the target's).
+  MatmulConfig MatmulConfigFor(Precision acc, MathFidelity fidelity) const;
   // The SFPU choices for a destination precision (fp32 for fp32 and the integers, bf16 for bf16 and bfp8_b).
   const SfpuConfig& sfpu_for(Precision acc) const;
 

@@ -125,17 +125,8 @@ void RunMatmul(const MatmulTiles& mm, const BufferState& a, const BufferState& b
   } else {
     std::fill(c.spare.begin(), c.spare.end(), 0.0);
   }
-  for (int64_t i = 0; i < mm.m_tiles; ++i) {
-    for (int64_t n = 0; n < mm.n_tiles; ++n) {
-      double* ct = c.spare.data() + (i * mm.n_tiles + n) * T;
-      for (int64_t k = 0; k < mm.k_tiles; ++k) {
-        const double* at = a.page.data() + (i * mm.k_tiles + k) * T;
-        const int64_t bt = mm.transpose_b ? n * mm.k_tiles + k : k * mm.n_tiles + n;
-        model.MatmulTile(at, a.width, b.page.data() + bt * T, b.width, mm.transpose_b, ct, c.width, T, T, T, acc,
-                         mm.fidelity);
-      }
-    }
-  }
+  model.MatmulBlock(a.page.data(), a.width, b.page.data(), b.width, mm.transpose_b, c.spare.data(), c.width,
+                    mm.m_tiles, mm.n_tiles, mm.k_tiles, T, acc, mm.fidelity);
   model.StoreRound(c.decl->precision, c.spare.data(), c.size);
   c.Commit();
 }

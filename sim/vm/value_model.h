@@ -36,6 +36,25 @@ class ValueModel {
   virtual void MatmulTile(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
                           int64_t ldc, int64_t tr, int64_t tc, int64_t kk, Precision acc,
                           MathFidelity fidelity) const = 0;
+
+  // A MatmulTiles stage's block of t x t tiles: for each of the m x n output tiles in row-major order, its k tile
+  // products in k order, each as MatmulTile computes it. The pages hold their tiles side by side in one tile row:
+  // A tile (i, kt) at column (i * k + kt) * t of a page lda wide, B tile (kt, j) at (kt * n + j) * t
+  // (transpose_b: (j * k + kt) * t), C tile (i, j) at (i * n + j) * t. The default is exactly those MatmulTile
+  // calls; a model may override it to prepare each operand tile once for the block (the same bits).
+  virtual void MatmulBlock(const double* a, int64_t lda, const double* b, int64_t ldb, bool transpose_b, double* c,
+                           int64_t ldc, int64_t m, int64_t n, int64_t k, int64_t t, Precision acc,
+                           MathFidelity fidelity) const {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t kt = 0; kt < k; ++kt) {
+          const int64_t bt = transpose_b ? j * k + kt : kt * n + j;
+          MatmulTile(a + (i * k + kt) * t, lda, b + bt * t, ldb, transpose_b, c + (i * n + j) * t, ldc, t, t, t, acc,
+                     fidelity);
+        }
+      }
+    }
+  }
 };
 
 }  // namespace spatial
