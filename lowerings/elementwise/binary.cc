@@ -88,8 +88,9 @@ absl::StatusOr<Composition> MatrixBinary(const BinaryPlan& b, int64_t rows, int6
   BufferId out_buf = t.AddBuffer("out", 1, b.p);
   StageId la = t.AddLoad("load_a", at, grid, 1, a_in);
   StageId lb = t.AddLoad("load_b", bt, b.broadcast ? std::vector<Term>{{LoopVar::kItemX, 1}} : grid, 1, b_in);
-  StageId s = t.AddGeneric(b.kind, TileSpace(tr, tw), {a_in, b_in}, {IdentMap(tw), b.broadcast ? PerColMap() : IdentMap(tw)},
-                           IdentMap(tw), b.body, out_buf);
+  const ElemAccess b_map = b.broadcast ? PerColMap() : IdentMap(tw);
+  StageId s = t.AddGeneric(b.kind, TileSpace(tr, tw), {a_in, b_in}, {IdentMap(tw), b_map}, IdentMap(tw), b.body,
+                           out_buf);
   StageId st = t.AddStore(absl::StrCat("store_", b.out), ct, grid, 1, out_buf);
   t.AddEdge(la, a_in, s);
   t.AddEdge(lb, b_in, s);

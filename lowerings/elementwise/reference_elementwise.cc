@@ -62,7 +62,8 @@ absl::StatusOr<TensorMap> ReferenceGelu(const proto::OpSpec& spec, const TensorM
 absl::StatusOr<TensorMap> ReferenceBinary(const proto::OpSpec& spec, const TensorMap& inputs) {
   const auto& bs = spec.binary();
   if (!proto::BinarySpec::Op_IsValid(bs.op()) || bs.op() == proto::BinarySpec::OP_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat("binary.op is not ADD, SUB or MUL (", static_cast<int>(bs.op()), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("binary.op is not ADD, SUB or MUL (", static_cast<int>(bs.op()), ")"));
   }
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "binary", 2));
   RETURN_IF_ERROR(CheckElements("binary", "n", bs.n()));
