@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/elementwise/map_forms.h"
 #include "lowerings/toolkit/flat_build.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "spatial/builder.h"
@@ -40,57 +41,6 @@ Body DecayExpr(Body ar, Body dt, Body al) {
 
 namespace {
 
-// ★ A POINTWISE MAP HAS NO CROSS-ELEMENT DEPENDENCE, so a row wider than a site holds is simply work: one item per
-// tile, a one-tile page, and the row streams. The rule is about the row, not the op: one item while the row fits
-// the budget (place clones the program per site, so splitting a narrow row only multiplies stages).
-absl::StatusOr<Composition> BlockedUnaryMap(const std::string& name, const std::string& kind, Precision p,
-                                            Precision in, Precision acc, const Body& body, const OperandRef& x,
-                                            const std::string& out, int64_t n, const Target& target) {
-  const int64_t cols_t = TilesOf(n, target);
-  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(kind, " n = ", n), cols_t));
-  Template t(target.tile_rows(), target.tile_cols());
-  ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, n));
-  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, 1, n, in, std::move(init));
-  TensorId yt = t.AddTensor(out, TensorRole::kOutput, 1, n, p, TensorInit::Zero());
-  BufferId xin = t.AddBuffer("in_x", 1, in);
-  BufferId out_buf = t.AddBuffer("out", 1, p);
-  StageId lx = t.AddLoad("load_x", xt, {{LoopVar::kItemX, 1}}, 1, xin);
-  const int64_t w = t.PageWidth(1);
-  // The last tile computes over its padding columns too; the store drops them.
-  StageId s = t.AddGeneric(kind, FlatSpace(w), {xin}, {IdentMap(w)}, IdentMap(w), body, out_buf);
-  StageId st = t.AddStore(absl::StrCat("store_", out), yt, {{LoopVar::kItemX, 1}}, 1, out_buf);
-  t.AddEdge(lx, xin, s);
-  t.AddEdge(s, out_buf, st);
-  return FinishSection(t, absl::StrCat(name, "_", n), ItemsPerTile(cols_t), acc, ClaimOf(kind, body, p), target);
-}
-
-// A unary map over a MATRIX: the tensors keep their rows x cols, and every tile of the tile grid is one item mapped
-// over its full tile page — the tiling a matmul reads the same tensor in, so the two compose without a relayout.
-absl::StatusOr<Composition> MatrixUnaryMap(const std::string& name, const std::string& kind, Precision p,
-                                           Precision in, Precision acc, const Body& body, const OperandRef& x,
-                                           const std::string& out, int64_t rows, int64_t cols,
-                                           const Target& target) {
-  ASSIGN_OR_RETURN(const int64_t elems, CheckedElements(absl::StrCat(kind, " shape"), rows, cols));
-  const int64_t rows_t = CeilDiv(rows, target.tile_rows());
-  const int64_t cols_t = CeilDiv(cols, target.tile_cols());
-  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat(kind, " of ", rows, " x ", cols), CheckedMul(rows_t, cols_t)));
-  Template t(target.tile_rows(), target.tile_cols());
-  ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, elems));
-  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, rows, cols, in, std::move(init));
-  TensorId yt = t.AddTensor(out, TensorRole::kOutput, rows, cols, p, TensorInit::Zero());
-  const std::vector<Term> steps = TileGridSteps(cols_t);
-  BufferId xin = t.AddBuffer("in_x", 1, in);
-  BufferId out_buf = t.AddBuffer("out", 1, p);
-  StageId lx = t.AddLoad("load_x", xt, steps, 1, xin);
-  const int64_t w = target.tile_cols();
-  StageId s = t.AddGeneric(kind, TileSpace(target.tile_rows(), w), {xin}, {IdentMap(w)}, IdentMap(w), body, out_buf);
-  StageId st = t.AddStore(absl::StrCat("store_", out), yt, steps, 1, out_buf);
-  t.AddEdge(lx, xin, s);
-  t.AddEdge(s, out_buf, st);
-  return FinishSection(t, absl::StrCat(name, "_", rows, "x", cols), ItemsPerTileGrid(rows_t, cols_t), acc,
-                       ClaimOf(kind, body, p), target);
-}
-
 // The checks every one-operand pointwise op shares, then the unary map over the spec's pointwise shape.
 absl::StatusOr<Composition> Pointwise(const proto::OpSpec& spec, const std::string& kind, Datapath dp,
                                       int64_t n, const Body& body, const Target& target,
@@ -111,16 +61,7 @@ absl::StatusOr<Composition> UnaryMap(const std::string& name, const std::string&
   ASSIGN_OR_RETURN(Precision p, DatapathPrecision(dp, target));
   const Precision in = in_precision.value_or(p);
   const Precision acc = unary_dst ? MapAccFor(in, p, target) : AccFor(p);
-  if (rows > 1) return MatrixUnaryMap(name, kind, p, in, acc, body, x, out, rows, n, target);
-  const int64_t cols_t = TilesOf(n, target);
-  if (cols_t > RowBlockTiles(target)) return BlockedUnaryMap(name, kind, p, in, acc, body, x, out, n, target);
-  FlatBuild b = FlatBuild::At(p, target);
-  b.SetAcc(acc);
-  ASSIGN_OR_RETURN(BufferId xin, b.InputPaged(x.name, n, x.fill, in, 2));
-  BufferId out_buf = b.t().AddBuffer("out", cols_t, p);
-  const int64_t w = b.t().PageWidth(cols_t);
-  StageId s = b.Compute(kind, FlatSpace(n), {Slot{xin, At(0)}}, IdentMap(w), body, out_buf);
-  return b.Finish(out, n, {s}, out_buf, absl::StrCat(name, "_", n), ClaimOf(kind, body, p));
+  return PointwiseMap(name, kind, p, acc, body, {MapOperand{.ref = x, .in = in, .label = "x"}}, out, rows, n, target);
 }
 
 absl::StatusOr<Composition> FromSilu(const proto::OpSpec& spec, const Target& target) {
