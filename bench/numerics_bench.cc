@@ -37,15 +37,21 @@ std::vector<double> RandomBf16Matrix(int64_t n, uint32_t seed) {
   return m;
 }
 
-void EmulatedMatmul(benchmark::State& state, proto::Fidelity fidelity, Precision acc) {
+// wormhole_n150's value model at `fidelity`; null (and the benchmark skipped) when the target does not load.
+std::unique_ptr<ValueModel> WormholeModel(benchmark::State& state, proto::Fidelity fidelity) {
   absl::StatusOr<Target> target = LoadTarget("wormhole_n150");
   if (!target.ok()) {
     state.SkipWithError("wormhole_n150 did not load");
-    return;
+    return nullptr;
   }
   ModelOptions options;
   options.fidelity = fidelity;
-  const std::unique_ptr<ValueModel> model = MakeTargetModel(*target, options);
+  return MakeTargetModel(*target, options);
+}
+
+void EmulatedMatmul(benchmark::State& state, proto::Fidelity fidelity, Precision acc) {
+  const std::unique_ptr<ValueModel> model = WormholeModel(state, fidelity);
+  if (model == nullptr) return;
   const std::vector<double> a = RandomBf16Matrix(kN, 1), b = RandomBf16Matrix(kN, 2);
   std::vector<double> c(kN * kN);
   for (auto _ : state) {
@@ -196,14 +202,8 @@ double OpenBlasFlops(const BlockPages& p, bool f64) {
 
 void BlockedMatmul(benchmark::State& state, bool exact, proto::Fidelity fidelity, Precision acc) {
   const int64_t n = state.range(0);
-  absl::StatusOr<Target> target = LoadTarget("wormhole_n150");
-  if (!target.ok()) {
-    state.SkipWithError("wormhole_n150 did not load");
-    return;
-  }
-  ModelOptions options;
-  options.fidelity = fidelity;
-  const std::unique_ptr<ValueModel> owned = MakeTargetModel(*target, options);
+  const std::unique_ptr<ValueModel> owned = WormholeModel(state, fidelity);
+  if (owned == nullptr) return;
   const ValueModel& model = exact ? ExactModel() : *owned;
   const BlockPages p = MakeBlockPages(n);
   std::vector<double> c(static_cast<size_t>(kTile * kBlock * kBlock * kTile));
