@@ -13,18 +13,6 @@
 namespace spatial {
 namespace {
 
-// The operands, the body, the precisions and the names of the map.
-struct BinaryPlan {
-  std::vector<OperandRef> ops;
-  std::string out;
-  std::string kind;  // "binary_add", the stage's name
-  Body body;
-  Precision p = Precision::kBf16;   // the result, and a float map's inputs
-  Precision in = Precision::kBf16;  // the inputs
-  Precision acc = Precision::kFp32;
-  bool broadcast = false;
-};
-
 // The widest integer the target stores whose every a op b stays on the integer datapath `dp`.
 std::optional<Precision> IntInputs(proto::BinarySpec::Op op, Precision dp, const Target& target) {
   for (Precision in : {Precision::kInt32, Precision::kInt16, Precision::kInt8}) {
@@ -45,38 +33,34 @@ absl::StatusOr<Composition> FromBinary(const proto::OpSpec& spec, const Target& 
         absl::StrCat("binary.op is ", bs.op() == proto::BinarySpec::OP_UNSPECIFIED ? "unset" : "not an op", " (",
                      static_cast<int>(bs.op()), "): ADD, SUB or MUL"));
   }
-  BinaryPlan b;
-  ASSIGN_OR_RETURN(b.ops, OperandsOf(spec, "binary", 2));
+  ASSIGN_OR_RETURN(const std::vector<OperandRef> ops, OperandsOf(spec, "binary", 2));
   RETURN_IF_ERROR(CheckElements("binary", "n", bs.n()));
   ASSIGN_OR_RETURN(const auto shape, PointwiseShape("binary", spec.shape_rows(), spec.shape_cols(), bs.n()));
   const auto [rows, cols] = shape;
-  b.out = spec.out();
-  b.broadcast = bs.broadcast();
   const char* op_name = bs.op() == proto::BinarySpec::ADD ? "add" : bs.op() == proto::BinarySpec::SUB ? "sub" : "mul";
-  b.kind = absl::StrCat("binary_", op_name);
-  b.body = bs.op() == proto::BinarySpec::ADD   ? Add(Op(0), Op(1))
-           : bs.op() == proto::BinarySpec::SUB ? Sub(Op(0), Op(1))
-                                               : Mul(Op(0), Op(1));
-  ASSIGN_OR_RETURN(b.p, DatapathPrecision(DatapathOf(!bs.int_()), target));
+  const std::string kind = absl::StrCat("binary_", op_name);
+  const Body body = bs.op() == proto::BinarySpec::ADD   ? Add(Op(0), Op(1))
+                    : bs.op() == proto::BinarySpec::SUB ? Sub(Op(0), Op(1))
+                                                        : Mul(Op(0), Op(1));
+  ASSIGN_OR_RETURN(const Precision p, DatapathPrecision(DatapathOf(!bs.int_()), target));
+  Precision in = p, acc = AccFor(p);
   if (bs.int_()) {
-    const std::optional<Precision> in = IntInputs(bs.op(), b.p, target);
-    if (!in) {
+    const std::optional<Precision> narrow = IntInputs(bs.op(), p, target);
+    if (!narrow) {
       return NotLowered(absl::StrCat("an int binary ", op_name, " whose result leaves the ",
-                                     std::string(PrecisionName(b.p)), " datapath even for the narrowest integer ",
+                                     std::string(PrecisionName(p)), " datapath even for the narrowest integer ",
                                      target.name(), " stores"));
     }
-    b.in = *in;
-    b.acc = AccFor(b.p);
+    in = *narrow;
   } else {
-    b.in = b.p;
     // tt-metal's eltwise binary computes bf16 data in a 16-bit Dst (fp32_dest_acc_en only for fp32 data).
-    b.acc = MapAccFor(b.in, b.p, target);
+    acc = MapAccFor(in, p, target);
   }
-  const std::string name = b.broadcast && rows > 1 ? absl::StrCat(b.kind, "_row") : b.kind;
-  return PointwiseMap(name, b.kind, b.p, b.acc, b.body,
-                      {MapOperand{.ref = b.ops[0], .in = b.in, .label = "a"},
-                       MapOperand{.ref = b.ops[1], .in = b.in, .label = "b", .row_broadcast = b.broadcast}},
-                      b.out, rows, cols, target);
+  const std::string name = bs.broadcast() && rows > 1 ? absl::StrCat(kind, "_row") : kind;
+  return PointwiseMap(name, kind, p, acc, body,
+                      {MapOperand{.ref = ops[0], .in = in, .label = "a"},
+                       MapOperand{.ref = ops[1], .in = in, .label = "b", .row_broadcast = bs.broadcast()}},
+                      spec.out(), rows, cols, target);
 }
 
 }  // namespace spatial
