@@ -22,13 +22,12 @@ constexpr uint32_t kSrcBFull = 0xffffe000u;  // + the next 4: 10 mantissa bits (
 
 float Masked(float x, uint32_t mask) { return FromBits(Bits(x) & mask); }
 
-// Per-thread scratch: operands in fp32, B laid out row-major [k][j] whatever transpose_b says, and the chunk sums.
+// Per-thread scratch of a product: the Dst rows (acc) and one MVMUL's sums (tmp). The operands are prepared in
+// BlockScratch below.
 struct Scratch {
-  std::vector<float> a1, a2, b1, b2, tmp, acc;
-  void Size(int64_t tr, int64_t tc, int64_t kk) {
-    const auto na = static_cast<size_t>(tr * kk), nb = static_cast<size_t>(kk * tc), nc = static_cast<size_t>(tr * tc);
-    if (a1.size() < na) a1.resize(na), a2.resize(na);
-    if (b1.size() < nb) b1.resize(nb), b2.resize(nb);
+  std::vector<float> tmp, acc;
+  void Size(int64_t tr, int64_t tc) {
+    const auto nc = static_cast<size_t>(tr * tc);
     if (tmp.size() < nc) tmp.resize(nc), acc.resize(nc);
   }
 };
@@ -275,7 +274,7 @@ void ComputePrepared(const MatmulConfig& cfg, const float* const* a1, const floa
                      const float* const* b2, int64_t products, double* c, int64_t ldc, int64_t tr, int64_t tc,
                      int64_t kk) {
   Scratch& s = ThreadScratch();
-  s.Size(tr, tc, kk);
+  s.Size(tr, tc);
   float* __restrict acc = s.acc.data();
   float* __restrict tmp = s.tmp.data();
   const int phases = FidelityPhases(cfg.fidelity);
