@@ -34,24 +34,6 @@ Body Capped(Body x, double c) {
   return Sub(Mul(Const(2.0 * c), sigmoid), Const(c));
 }
 
-// Each hand-off's edge goes to its FIRST reader (l.8638): for every buffer a stage writes, an edge to the first
-// later stage that reads it. The carries' updates thereby hand their last page to the epilogue.
-void WireFirstReaders(Template& t) {
-  const Section& s = t.section();
-  std::vector<Edge> edges;
-  for (StageId i = 0; i < static_cast<StageId>(s.stages.size()); ++i) {
-    for (BufferId b : s.stages[i].outs) {
-      for (StageId k = i + 1; k < static_cast<StageId>(s.stages.size()); ++k) {
-        if (t.StageReads(k, b)) {
-          edges.push_back(Edge{i, b, k});
-          break;
-        }
-      }
-    }
-  }
-  for (const Edge& e : edges) t.AddEdge(e.from, e.buffer, e.to);
-}
-
 absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
   if (target.tile_rows() != target.tile_cols()) {
     return NotLowered(

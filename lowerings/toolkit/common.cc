@@ -234,6 +234,22 @@ absl::Status CheckElements(std::string_view kind, std::string_view field, int64_
   return absl::OkStatus();
 }
 
+void WireFirstReaders(Template& t) {
+  const Section& s = t.section();
+  std::vector<Edge> edges;
+  for (StageId i = 0; i < static_cast<StageId>(s.stages.size()); ++i) {
+    for (BufferId b : s.stages[i].outs) {
+      for (StageId k = i + 1; k < static_cast<StageId>(s.stages.size()); ++k) {
+        if (t.StageReads(k, b)) {
+          edges.push_back(Edge{i, b, k});
+          break;
+        }
+      }
+    }
+  }
+  for (const Edge& e : edges) t.AddEdge(e.from, e.buffer, e.to);
+}
+
 absl::StatusOr<Composition> FinishSection(Template& t, std::string name, std::vector<WorkItem> items,
                                           Precision acc_precision, NumericsClaim claim, const Target& target) {
   // A section computes into the accumulator at its acc precision; a target without one (Grayskull has no 32-bit

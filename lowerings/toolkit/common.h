@@ -98,6 +98,12 @@ absl::StatusOr<std::vector<OperandRef>> OperandsOf(const proto::OpSpec& spec, st
 // "NotLowered: a {kind} of an empty tensor" ("an" before a vowel).
 absl::Status CheckElements(std::string_view kind, std::string_view field, int64_t value);
 
+// ── Wiring ──
+// Each hand-off's edge goes to its FIRST reader (seed l.8638): for every buffer a stage writes, an edge to the first
+// later stage that reads it; a later stage naming the same page reads it before the last reader pops it. A fold's
+// carried updates thereby hand their last page to the epilogue.
+void WireFirstReaders(Template& t);
+
 // ── Sealing ──
 // Seals `t` (Template::Finish) into a one-section composition for `target`: refuses with AccTilesExceeded when a
 // compute stage's result page holds more tiles than RowBlockTiles, and records the target and its tile shape.

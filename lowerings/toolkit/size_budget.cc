@@ -267,6 +267,13 @@ absl::Status CheckSpecSizes(const proto::OpSpec& spec) {
           .Tensor("the rows written", {{"count", s.count()}, {"cols", s.cols()}})
           .status();
     }
+    case K::kMoe: {
+      const proto::MoeSpec& m = spec.moe();
+      return SizeBudget("moe")
+          .Tensor("the router", {{"d", m.d()}, {"ne", m.ne()}})
+          .Tensor("the gate and up tables", {{"ne", m.ne()}, {"dff", m.dff()}, {"d", m.d()}})
+          .status();
+    }
     case K::kArgmax:
       return SizeBudget("argmax").Tensor("operand x", {{"n", spec.argmax().n()}}).status();
     default: return absl::OkStatus();

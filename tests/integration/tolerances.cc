@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "lowerings/family.h"
+#include "tests/lowerings/moe_cases.h"
 
 namespace spatial::integration {
 namespace {
@@ -180,6 +181,22 @@ std::vector<OpCase> BinaryCases() {
     s.mutable_binary()->set_n(rows * cols);
     s.mutable_binary()->set_broadcast(broadcast);
     v.push_back({t, s, Reals(-4, 4)});
+  }
+  return v;
+}
+
+// The routing shapes of the models at a reduced hidden size (the flat sections keep a whole row on a site).
+std::vector<OpCase> MoeCases() {
+  using S = proto::MoeSpec;
+  using testing::MoeCase;
+  std::vector<OpCase> v;
+  for (const MoeCase& c : std::vector<MoeCase>{
+           {"test_tiny", 8, 8, 4, 2},
+           {"test_tiny", 7, 5, 8, 3, S::SIGMOID, false, 0.0, 0, 0, false, false, false, /*weigh_inputs=*/true},
+           {"wormhole_n150", 16, 12, 128, 8},                                                         // Qwen3-30B-A3B
+           {"wormhole_n150", 12, 10, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true},  // gpt-oss
+           {"wormhole_n150", 8, 8, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true}}) {        // DeepSeek-V3
+    v.push_back({c.target, testing::MoeSpecOf(c), testing::MoeDraw(c.d, c.dff)});
   }
   return v;
 }
@@ -649,6 +666,7 @@ const std::vector<OpTolerance>& ToleranceTable() {
         {"rows_gather", &RowsGatherCases},
         {"set_row", &SetRowCases},
         {"argmax", &ArgMaxCases},
+        {"moe", &MoeCases},
         {"rope", &RopeCases},
         {"causal_conv", &CausalConvCases},
         {"gated_delta", &GatedDeltaCases},

@@ -1,0 +1,168 @@
+#include "lowerings/moe/moe.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/moe/moe_experts.h"
+#include "lowerings/moe/moe_routing.h"
+#include "lowerings/rows/softmax.h"
+#include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/flat_build.h"
+#include "lowerings/toolkit/row_blocks.h"
+#include "lowerings/toolkit/tables_rows_common.h"
+#include "spatial/maps.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+namespace {
+
+absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+
+// L[e] = Σ_t x[t]·Wr[t·ne + e] (+ B[e]) at fp32: "moe_router_{d}x{ne}". X and Wr are read as the datapath stores
+// them — X is one tensor, so one datatype, in every section of the block.
+absl::StatusOr<Composition> Router(const proto::OpSpec& spec, const MoeOperands& layout,
+                                   const std::vector<OperandRef>& ops, const std::string& logits,
+                                   const Target& target) {
+  const proto::MoeSpec& m = spec.moe();
+  const int64_t d = m.d(), ne = m.ne();
+  ASSIGN_OR_RETURN(FlatBuild f, FlatBuild::On(Datapath::kFloat, target));
+  Template& t = f.t();
+  ASSIGN_OR_RETURN(BufferId x, f.Input(ops[0].name, d, ops[0].fill));
+  ASSIGN_OR_RETURN(BufferId wr, f.Input(ops[1].name, d * ne, ops[1].fill));
+  const int64_t e_t = TilesOf(ne, target);
+  const BufferId out_buf = t.AddBuffer("logits", e_t, Precision::kFp32);
+  // A router bias adds after the product: the product lands in its own page first.
+  const BufferId product = layout.router_bias >= 0 ? t.AddScratch("router_product", e_t, Precision::kFp32) : out_buf;
+  std::vector<StageId> chain{
+      f.Compute("router", {{LoopVar::kRow, d, IterKind::kReduceSum}, {LoopVar::kCol, ne}},
+                {Slot{x, ElemAccess{0, {{LoopVar::kRow, 1}}, std::nullopt}}, Slot{wr, Map2(0, ne, 1)}}, PerColMap(),
+                Mul(Op(0), Op(1)), product)};
+  if (layout.router_bias >= 0) {
+    const OperandRef& b = ops[layout.router_bias];
+    ASSIGN_OR_RETURN(BufferId bias, f.InputPaged(b.name, ne, b.fill, Precision::kFp32, 2));
+    chain.push_back(f.Compute("router_bias", FlatSpace(ne), {Slot{product, At(0)}, Slot{bias, At(0)}},
+                              IdentMap(t.PageWidth(e_t)), Add(Op(0), Op(1)), out_buf));
+  }
+  return FinishFlatAs(f, logits, ne, chain, out_buf, absl::StrCat("moe_router_", d, "x", ne),
+                      ApproxIn("moe router", Precision::kFp32), Precision::kFp32, target);
+}
+
+// P[e] = 1/(1 + e^(0 − L[e])) at fp32, the desugar's arrangement: "moe_sigmoid_{ne}".
+absl::StatusOr<Composition> Sigmoid(const std::string& logits, const std::string& probs, int64_t ne,
+                                    const Target& target) {
+  FlatBuild f = FlatBuild::At(Precision::kFp32, target);
+  ASSIGN_OR_RETURN(BufferId l, f.Input(logits, ne, proto::Fill()));
+  const int64_t e_t = TilesOf(ne, target);
+  const BufferId out = f.t().AddBuffer("probs", e_t, Precision::kFp32);
+  const StageId s = f.Compute(
+      "sigmoid", FlatSpace(ne), {Slot{l, At(0)}}, IdentMap(f.t().PageWidth(e_t)),
+      Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), Op(0))))), out);
+  return f.Finish(probs, ne, {s}, out, absl::StrCat("moe_sigmoid_", ne), ApproxIn("moe router sigmoid",
+                                                                                  Precision::kFp32));
+}
+
+}  // namespace
+
+absl::StatusOr<MoeOperands> CheckMoe(const proto::OpSpec& spec) {
+  const proto::MoeSpec& m = spec.moe();
+  RETURN_IF_ERROR(NonNegative("moe", "d", m.d()));
+  RETURN_IF_ERROR(NonNegative("moe", "dff", m.dff()));
+  RETURN_IF_ERROR(NonNegative("moe", "ne", m.ne()));
+  RETURN_IF_ERROR(NonNegative("moe", "k", m.k()));
+  RETURN_IF_ERROR(NonNegative("moe", "group_count", m.group_count()));
+  RETURN_IF_ERROR(NonNegative("moe", "group_kept", m.group_kept()));
+  if (m.score() != proto::MoeSpec::SOFTMAX && m.score() != proto::MoeSpec::SIGMOID) {
+    return Invalid(absl::StrCat("moe.score is ", m.score() == 0 ? "unset" : "not a score", " (",
+                                static_cast<int>(m.score()), "): SOFTMAX or SIGMOID"));
+  }
+  if (m.act() != proto::MoeSpec::SWIGLU && m.act() != proto::MoeSpec::CLAMPED_SWIGLU) {
+    return Invalid(absl::StrCat("moe.act is ", m.act() == 0 ? "unset" : "not an activation", " (",
+                                static_cast<int>(m.act()), "): SWIGLU or CLAMPED_SWIGLU"));
+  }
+  if (m.act() == proto::MoeSpec::CLAMPED_SWIGLU) {
+    for (const auto& [field, v] : {std::pair{"clamp_limit", m.clamp_limit()}, {"clamp_slope", m.clamp_slope()}}) {
+      if (!(std::isfinite(v) && v > 0.0)) {
+        return Invalid(absl::StrCat("moe.", field, " is ", v, ": a clamped SwiGLU needs a positive finite one"));
+      }
+    }
+  } else if (m.clamp_limit() != 0.0 || m.clamp_slope() != 0.0) {
+    return Invalid("moe.clamp_limit and clamp_slope are set, but moe.act is SWIGLU: they belong to CLAMPED_SWIGLU");
+  }
+  if (!std::isfinite(m.scale()) || m.scale() < 0.0) {
+    return Invalid(absl::StrCat("moe.scale is ", m.scale(), ": the routed scale is finite and positive (0: none)"));
+  }
+  if (m.d() == 0 || m.dff() == 0 || m.ne() == 0 || m.k() == 0 || m.k() > m.ne()) {
+    return NotLowered("a mixture-of-experts block with no width, no experts, or more chosen experts than there are");
+  }
+  if (m.weigh_inputs() && m.renormalize()) {
+    return NotLowered(
+        "a mixture whose renormalized weights scale its experts' inputs — each round is weighed as it is picked");
+  }
+  if (m.group_count() == 0 && m.group_kept() != 0) {
+    return Invalid(absl::StrCat("moe.group_kept is ", m.group_kept(), " without a group_count"));
+  }
+  if (m.group_count() > 0) {
+    if (m.ne() % m.group_count() != 0) {
+      return Invalid(absl::StrCat("moe.group_count ", m.group_count(), " does not divide moe.ne ", m.ne()));
+    }
+    if (m.group_kept() < 1 || m.group_kept() > m.group_count()) {
+      return Invalid(absl::StrCat("moe.group_kept is ", m.group_kept(), ": a group limit keeps 1 to group_count (",
+                                  m.group_count(), ") groups"));
+    }
+  }
+  MoeOperands layout;
+  int next = 5;
+  auto take = [&](bool present, int& at) {
+    if (present) at = next++;
+  };
+  take(m.router_bias(), layout.router_bias);
+  take(m.gate_bias(), layout.gate_bias);
+  take(m.up_bias(), layout.up_bias);
+  take(m.down_bias(), layout.down_bias);
+  take(m.selection_bias(), layout.selection_bias);
+  layout.count = next;
+  return layout;
+}
+
+bool MoeSumCanClamp(const proto::MoeSpec& m) {
+  // A softmax's top k sum to at least k / ne, so the floor binds only where ne > k·2^14.
+  return m.score() == proto::MoeSpec::SIGMOID || m.ne() / m.k() > 16384;
+}
+
+double MoeRoundScale(const proto::MoeSpec& m) {
+  return m.scale() != 0.0 && !m.renormalize() ? m.scale() : 1.0;
+}
+
+absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target) {
+  ASSIGN_OR_RETURN(MoeOperands layout, CheckMoe(spec));
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "moe", layout.count));
+  const proto::MoeSpec& m = spec.moe();
+  RETURN_IF_ERROR(RequireFp32Accumulator("a mixture-of-experts router", target));
+  const MoeNames names = MoeNames::Of(spec.out());
+  std::optional<OperandRef> selection;
+  if (layout.selection_bias >= 0) selection = ops[layout.selection_bias];
+  // ★ THE ROUTER DECIDES THE EXPERTS, SO ITS LOGITS AND SCORES STAY AT THE ACCUMULATOR'S WIDTH: two experts whose
+  // scores differ by less than the datapath's rounding would otherwise be picked as the datapath rounds them, not
+  // as the model scores them.
+  ASSIGN_OR_RETURN(Composition c, Router(spec, layout, ops, names.logits, target));
+  c.name = absl::StrCat("moe_", m.ne(), "x", m.k(), "_", m.d(), "x", m.dff());
+  std::vector<absl::StatusOr<Composition>> parts;
+  parts.push_back(m.score() == proto::MoeSpec::SOFTMAX
+                      ? FlatSoftmaxRowsAt(OperandRef{names.logits, proto::Fill()}, names.probs, 1, m.ne(),
+                                          absl::StrCat("moe_softmax_", m.ne()), Precision::kFp32, std::nullopt,
+                                          target)
+                      : Sigmoid(names.logits, names.probs, m.ne(), target));
+  if (m.group_count() > 0) parts.push_back(MoeGroupsSection(m, names, selection, target));
+  parts.push_back(MoeRoutingSection(m, names, selection, target));
+  parts.push_back(MoeExpertsSection(spec, layout, ops, names, target));
+  for (absl::StatusOr<Composition>& part : parts) {
+    RETURN_IF_ERROR(part.status());
+    for (Section& s : part->sections) c.sections.push_back(std::move(s));
+  }
+  return FitsSites(std::move(c), "mixture of experts", target);
+}
+
+}  // namespace spatial
