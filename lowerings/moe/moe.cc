@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/moe/moe_blocked.h"
 #include "lowerings/moe/moe_experts.h"
 #include "lowerings/moe/moe_routing.h"
 #include "lowerings/rows/softmax.h"
@@ -147,7 +148,10 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
   // ★ THE ROUTER DECIDES THE EXPERTS, SO ITS LOGITS AND SCORES STAY AT THE ACCUMULATOR'S WIDTH: two experts whose
   // scores differ by less than the datapath's rounding would otherwise be picked as the datapath rounds them, not
   // as the model scores them.
-  ASSIGN_OR_RETURN(Composition c, Router(spec, layout, ops, names.logits, target));
+  // ★ ONLY THE CHOSEN EXPERTS' WEIGHTS MOVE, AND THEY MOVE BY TILE: widths in whole tiles take the blocked form.
+  const bool blocked = MoeBlocks(m, target);
+  ASSIGN_OR_RETURN(Composition c, blocked ? MoeBlockedRouter(spec, layout, ops, names, target)
+                                          : Router(spec, layout, ops, names.logits, target));
   c.name = absl::StrCat("moe_", m.ne(), "x", m.k(), "_", m.d(), "x", m.dff());
   std::vector<absl::StatusOr<Composition>> parts;
   parts.push_back(m.score() == proto::MoeSpec::SOFTMAX
@@ -157,7 +161,8 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
                       : Sigmoid(names.logits, names.probs, m.ne(), target));
   if (m.group_count() > 0) parts.push_back(MoeGroupsSection(m, names, selection, target));
   parts.push_back(MoeRoutingSection(m, names, selection, target));
-  parts.push_back(MoeExpertsSection(spec, layout, ops, names, target));
+  parts.push_back(blocked ? MoeBlockedExperts(spec, layout, ops, names, target)
+                          : MoeExpertsSection(spec, layout, ops, names, target));
   for (absl::StatusOr<Composition>& part : parts) {
     RETURN_IF_ERROR(part.status());
     for (Section& s : part->sections) c.sections.push_back(std::move(s));

@@ -57,13 +57,15 @@ bool MoeSumCanClamp(const proto::MoeSpec& m);
 // The weight a round reads from P[pick]: times the routed scale when nothing renormalizes after.
 double MoeRoundScale(const proto::MoeSpec& m);
 
-// OpSpec.moe, in four sections (five under a group limit), every one a single whole-row item:
+// OpSpec.moe. The flat form, four sections (five under a group limit), every one a single whole-row item:
 //  "moe_router_{d}x{ne}"       L at fp32 — ★ THE ROUTER DECIDES THE EXPERTS, SO ITS LOGITS AND SCORES STAY AT THE
 //                              ACCUMULATOR'S WIDTH;
 //  "moe_softmax_{ne}" or "moe_sigmoid_{ne}"   P at fp32;
 //  "moe_groups_{ne}x{kept}"    the group limit's selection row (moe_routing.h);
 //  "moe_routing_{ne}x{k}"      the k picks and weights, a round a block of the fold (moe_routing.h);
-//  "moe_{ne}x{k}_{d}x{dff}"    the experts, a round a block, each gathering its chosen expert's runs (moe_experts.h).
+//  "moe_{ne}x{k}_{d}x{dff}"    the experts, a round a block, each gathering its chosen expert's runs (moe_experts.h);
+// or, where d and dff are whole tiles (moe_blocked.h), the router as a matmul ("moe_router_{d}x{ne}", an item per
+// tile of experts) and the experts by tile: "moe_up_...", "moe_down_..." and "moe_combine_{k}x{d}".
 // Internal tensors "{out}__moe_*" (MoeNames). Refusals: CheckMoe's; "a group limit over more groups than a page
 // has rows"; the target's missing datapaths; a section that does not fit a site.
 absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target);

@@ -65,7 +65,8 @@ MoeRounds MoeRounds::Begin(Template& t, int64_t rounds) {
 
 MoeNames MoeNames::Of(const std::string& out) {
   auto name = [&](const char* what) { return absl::StrCat(out, "__moe_", what); };
-  return MoeNames{name("logits"), name("probs"), name("choosing"), name("picks"), name("weights"), name("norm")};
+  return MoeNames{name("logits"), name("probs"), name("choosing"), name("picks"), name("weights"), name("norm"),
+                  name("hidden"), name("down")};
 }
 
 absl::StatusOr<Composition> MoeGroupsSection(const proto::MoeSpec& m, const MoeNames& names,

@@ -30,6 +30,8 @@ struct MoeNames {
   std::string picks;     // 1 x k·TC at the index type: tile r's element 0 is round r's expert
   std::string weights;   // 1 x k·TC, fp32: tile r's element 0 is round r's weight
   std::string norm;      // 1 x 1, fp32: 1 / max(Σ w, 2^-14) (only when renormalized)
+  std::string hidden;    // 1 x k·dff, the datapath's: each round's gated activation (the blocked form)
+  std::string down;      // 1 x k·d, fp32: each round's expert output (the blocked form)
   static MoeNames Of(const std::string& out);
 };
 

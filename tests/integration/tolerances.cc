@@ -185,7 +185,8 @@ std::vector<OpCase> BinaryCases() {
   return v;
 }
 
-// The routing shapes of the models at a reduced hidden size (the flat sections keep a whole row on a site).
+// The routing shapes of the models at a reduced hidden size: the flat form (widths not whole tiles) and the
+// blocked one.
 std::vector<OpCase> MoeCases() {
   using S = proto::MoeSpec;
   using testing::MoeCase;
@@ -195,7 +196,12 @@ std::vector<OpCase> MoeCases() {
            {"test_tiny", 7, 5, 8, 3, S::SIGMOID, false, 0.0, 0, 0, false, false, false, /*weigh_inputs=*/true},
            {"wormhole_n150", 16, 12, 128, 8},                                                         // Qwen3-30B-A3B
            {"wormhole_n150", 12, 10, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true},  // gpt-oss
-           {"wormhole_n150", 8, 8, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true}}) {        // DeepSeek-V3
+           {"wormhole_n150", 8, 8, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true},          // DeepSeek-V3
+           // The blocked form: the same models' routing, every product on the matrix engine at HiFi2.
+           {"test_tiny", 16, 24, 8, 3, S::SIGMOID, false, 0.0, 0, 0, false, false, false, true},
+           {"wormhole_n150", 256, 96, 128, 8},
+           {"wormhole_n150", 128, 128, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true},
+           {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true}}) {
     v.push_back({c.target, testing::MoeSpecOf(c), testing::MoeDraw(c.d, c.dff)});
   }
   return v;

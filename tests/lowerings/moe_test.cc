@@ -43,13 +43,26 @@ TEST(MoeTest, MatchesReference) {
       {"wormhole_n150", 8, 8, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true},
       {"wormhole_n150", 40, 24, 16, 2},
       {"blackhole_p150", 10, 6, 64, 6, S::SIGMOID, true, 0.0, 0, 0, false, false, true},
+      // The blocked form (d and dff whole tiles): every product on the matrix engine, the weights gathered by tile.
+      {"test_tiny", 16, 24, 8, 3},
+      {"test_tiny", 192, 16, 6, 2},  // K in three blocks of 8 tiles: a fold of two
+      {"test_tiny", 128, 8, 4, 2},   // two K blocks, both in the prologue
+      {"test_tiny", 16, 8, 16, 4, S::SIGMOID, true, 2.5, 4, 2, false, false, true},
+      {"test_tiny", 8, 16, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true},
+      {"test_tiny", 24, 16, 6, 2, S::SIGMOID, false, 0.0, 0, 0, false, false, false, true},
+      {"test_tiny", 24, 16, 6, 2, S::SIGMOID, false, 1.5, 0, 0, false, false, false, false},
+      {"wormhole_n150", 256, 96, 128, 8},                                                          // Qwen3-30B-A3B
+      {"wormhole_n150", 128, 128, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true},  // gpt-oss
+      {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true},           // DeepSeek-V3
+      {"blackhole_p150", 96, 64, 64, 6, S::SIGMOID, true, 0.0, 0, 0, false, false, true},
   };
   int checked = 0;
   for (const MoeCase& c : cases) {
     const proto::OpSpec spec = MoeSpecOf(c);
     const Target& t = Shipped(c.target);
     Composition comp = CheckLowering(spec, t, MoeDraw(c.d, c.dff), 1e-12, static_cast<uint64_t>(c.ne * 100 + c.d));
-    ASSERT_EQ(comp.sections.size(), c.groups > 0 ? 5u : 4u) << spec.ShortDebugString();
+    const bool blocked = c.d % t.tile_cols() == 0 && c.dff % t.tile_cols() == 0;
+    ASSERT_EQ(comp.sections.size(), (blocked ? 6u : 4u) + (c.groups > 0 ? 1u : 0u)) << spec.ShortDebugString();
     const CertifyResult cert = Certify(comp, t);
     EXPECT_TRUE(cert.ok()) << spec.ShortDebugString() << ": "
                            << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
@@ -105,6 +118,32 @@ TEST(MoeTest, OnlyTheChosenRunsMove) {
   EXPECT_EQ(gathers, 3);  // gate, up and down, in every round's block
 }
 
+// Qwen3-30B-A3B's MoE at its real widths (hidden 2048, expert width 768, 128 experts, top 8): lowered in the
+// blocked form and certified; each round moves only its expert's tiles. The three-way check runs its widths over 16
+// experts (the 128-expert tables are 1.6 GB each in f64) and its routing at a reduced width above.
+TEST(MoeTest, Qwen3MoeAtRealWidth) {
+  const Target& t = Shipped("wormhole_n150");
+  MoeCase full{"wormhole_n150", 2048, 768, 128, 8};
+  absl::StatusOr<Composition> comp = Lower(MoeSpecOf(full), t);
+  ASSERT_TRUE(comp.ok()) << comp.status();
+  ASSERT_EQ(comp->sections.size(), 6u);
+  const CertifyResult cert = Certify(*comp, t);
+  EXPECT_TRUE(cert.ok()) << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
+  const Section& up = comp->sections[3];
+  EXPECT_EQ(up.name, "moe_up_128x8_2048x768");
+  EXPECT_EQ(up.items.size(), 8u * 24u);
+  int gathers = 0;
+  for (const Stage& s : up.stages) {
+    const auto* load = std::get_if<Load>(&s.op);
+    if (load == nullptr || !load->pattern.origin.indirect) continue;
+    ++gathers;
+    EXPECT_EQ(load->pattern.block_h * load->pattern.block_w, 8) << s.name;  // one K block of one tile row
+  }
+  EXPECT_EQ(gathers, 2 * 2);  // gate and up, in the peeled first block and the fold's body
+  MoeCase widths{"wormhole_n150", 2048, 768, 16, 8};
+  CheckLowering(MoeSpecOf(widths), t, MoeDraw(widths.d, widths.dff), 1e-12, 3);
+}
+
 // Ties go to the lowest expert, a NaN score never wins, and the reference states both as the VM runs them.
 TEST(MoeTest, TiesAndNaNs) {
   MoeCase c{"test_tiny", 2, 2, 4, 2, proto::MoeSpec::SIGMOID, false};
@@ -131,6 +170,27 @@ TEST(MoeTest, TiesAndNaNs) {
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_TRUE(std::isfinite(vm->at("y").values[i]));
     EXPECT_NEAR(vm->at("y").values[i], ref->at("y").values[i], 1e-12);
+  }
+}
+
+// A chosen expert past the table faults the VM at the gather, naming it; the certifier proves every gather's
+// guard from the routing's picks, which the arg-max bounds to [0, ne).
+TEST(MoeTest, AnExpertPastTheTableFaults) {
+  const Target& t = Shipped("test_tiny");
+  for (const MoeCase& c : {MoeCase{"test_tiny", 16, 24, 8, 3}, MoeCase{"test_tiny", 6, 5, 8, 2}}) {
+    absl::StatusOr<Composition> comp = Lower(MoeSpecOf(c), t);
+    ASSERT_TRUE(comp.ok()) << comp.status();
+    const CertifyResult cert = Certify(*comp, t);
+    EXPECT_TRUE(cert.ok());
+    // The experts' first section on its own, fed a pick table that names expert ne.
+    Composition experts = *comp;
+    experts.sections.erase(experts.sections.begin(), experts.sections.begin() + 3);  // router, scores, routing
+    TensorMap inputs = MakeInputs(experts, MoeDraw(c.d, c.dff), 5);
+    for (double& v : inputs.at("y__moe_picks").values) v = static_cast<double>(c.ne);
+    absl::StatusOr<TensorMap> vm = RunComposition(experts, t.tile_rows(), t.tile_cols(), inputs);
+    ASSERT_FALSE(vm.ok());
+    const std::string stage = c.d % 8 == 0 ? "'gate_index'" : "stage 'gate'";
+    EXPECT_NE(std::string(vm.status().message()).find(stage), std::string::npos) << vm.status();
   }
 }
 
