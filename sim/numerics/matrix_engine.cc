@@ -267,6 +267,90 @@ void PrepareB(const MatmulConfig& cfg, Conv conv, const double* b, int64_t ldb, 
   if (phases == 3) LoadB(b, ldb, transpose_b, tc, kk, b2, [&](double v) { return Masked(conv(v), kSrcAHi); });
 }
 
+}  // namespace
+
+namespace kernel {
+
+// The fp32-Dst product of ComputePrepared below for a 32-column tile: the same sums in the same order (per MVMUL
+// block of 16 k, a fresh fp32 partial summed in k order, then added to the Dst; Ftz after each pair), register
+// blocked — a row's Dst (four 8-float vectors) and its block partials stay in registers across every pair and
+// block, so c is read and written once and nothing else is stored. Lane j only ever combines column j, so the sums
+// are exactly the scalar ones. 8-float vectors (GCC/Clang vector extensions): one ymm with AVX2, two xmm
+// elsewhere; target_clones picks at load time. Named vectors, not arrays (GCC keeps arrays of vectors in memory),
+// and no lambdas or out-of-line helpers (they would be compiled for the default ISA).
+using V8 = float __attribute__((vector_size(32)));
+using U8 = uint32_t __attribute__((vector_size(32)));
+using D8 = double __attribute__((vector_size(64)));
+
+#define SPATIAL_FTZ8(v)                                                 \
+  do {                                                                  \
+    U8 u_;                                                              \
+    std::memcpy(&u_, &(v), sizeof u_);                                  \
+    u_ &= reinterpret_cast<U8>((u_ & 0x7f800000u) != 0); /* Ftz */     \
+    std::memcpy(&(v), &u_, sizeof u_);                                  \
+  } while (0)
+
+__attribute__((target_clones("avx2", "default"))) void MergedTile32(const float* const* a1, const float* const* a2,
+                                                                    const float* const* b1, const float* const* b2,
+                                                                    int64_t products, bool second, bool flush,
+                                                                    double* c, int64_t ldc, int64_t tr, int64_t kk) {
+  for (int64_t i = 0; i < tr; ++i) {
+    // c's doubles to the fp32 Dst: IEEE RNE, then Ftz (ToFp32).
+    double* ci = c + i * ldc;
+    V8 d[4];
+    for (int q = 0; q < 4; ++q) {
+      D8 v;
+      std::memcpy(&v, ci + 8 * q, sizeof v);
+      d[q] = __builtin_convertvector(v, V8);
+      if (flush) SPATIAL_FTZ8(d[q]);
+    }
+    V8 d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+    for (int64_t p = 0; p < products; ++p) {
+      for (int64_t k0 = 0; k0 < kk; k0 += kMvmulDepth) {
+        const int64_t k1 = std::min(kk, k0 + kMvmulDepth);
+        V8 t0 = {}, t1 = {}, t2 = {}, t3 = {};
+        for (int pass = 0; pass < (second ? 2 : 1); ++pass) {
+          const float* __restrict a = (pass == 0 ? a1[p] : a2[p]) + i * kk;
+          const float* __restrict b = pass == 0 ? b1[p] : b2[p];
+          for (int64_t k = k0; k < k1; ++k) {
+            V8 b0, b1v, b2v, b3;
+            std::memcpy(&b0, b + k * 32, sizeof b0);
+            std::memcpy(&b1v, b + k * 32 + 8, sizeof b1v);
+            std::memcpy(&b2v, b + k * 32 + 16, sizeof b2v);
+            std::memcpy(&b3, b + k * 32 + 24, sizeof b3);
+            const float x = a[k];
+            t0 += x * b0;
+            t1 += x * b1v;
+            t2 += x * b2v;
+            t3 += x * b3;
+          }
+        }
+        d0 += t0;  // Dst += the MVMUL's products, fp32 RNE
+        d1 += t1;
+        d2 += t2;
+        d3 += t3;
+      }
+      if (flush) {
+        SPATIAL_FTZ8(d0);
+        SPATIAL_FTZ8(d1);
+        SPATIAL_FTZ8(d2);
+        SPATIAL_FTZ8(d3);
+      }
+    }
+    d[0] = d0, d[1] = d1, d[2] = d2, d[3] = d3;
+    for (int q = 0; q < 4; ++q) {
+      const D8 v = __builtin_convertvector(d[q], D8);
+      std::memcpy(ci + 8 * q, &v, sizeof v);
+    }
+  }
+}
+
+#undef SPATIAL_FTZ8
+
+}  // namespace kernel
+
+namespace {
+
 // c[tr x tc] (+)= the prepared operands' product, over `products` prepared (A, B) pairs in order: the Dst is read
 // from c once, every pair's MVMULs added in k order, and written back once; between pairs it is stored and read
 // back exactly as consecutive MatmulTileAtFidelity calls would (Ftz, or the 16-bit rounding).
@@ -278,6 +362,10 @@ void ComputePrepared(const MatmulConfig& cfg, const float* const* a1, const floa
   float* __restrict acc = s.acc.data();
   float* __restrict tmp = s.tmp.data();
   const int phases = FidelityPhases(cfg.fidelity);
+  if (MergedPhases(cfg) && tc == 32) {
+    kernel::MergedTile32(a1, a2, b1, b2, products, phases == 3, cfg.flush, c, ldc, tr, kk);
+    return;
+  }
   if (MergedPhases(cfg)) {
     for (int64_t i = 0; i < tr; ++i) {
       float* __restrict row = acc + i * tc;

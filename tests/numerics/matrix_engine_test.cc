@@ -249,6 +249,38 @@ TEST(MatmulBlock, SameBitsAsOneProductAtATime) {
   }
 }
 
+// The register-blocked kernel of 32-column tiles against the 8-wide row kernel on arbitrary operands (inexact sums,
+// so any change of order shows): lane j only ever combines column j, so a 32-column tile is four 8-column tiles,
+// bit for bit, for every fidelity, orientation of B, denormal flushing and row count.
+TEST(MatmulFp32Dst, BlockedKernelMatchesTheRowKernel) {
+  std::mt19937 rng(17);
+  for (int rows : {32, 6, 2}) {
+    for (int kk : {32, 19, 1}) {
+      const std::vector<double> a = Random(rows * kk, rng, false), b = Random(kk * 32, rng, false);
+      const std::vector<double> c0 = Random(rows * 32, rng, false);
+      for (proto::Fidelity f : {proto::LOFI, proto::HIFI2, proto::HIFI3, proto::HIFI4}) {
+        for (bool tb : {false, true}) {
+          for (bool flush : {true, false}) {
+            SCOPED_TRACE(testing::Message() << rows << " rows, k " << kk << ", fidelity " << f << ", transpose_b "
+                                            << tb << ", flush " << flush);
+            MatmulConfig cfg;
+            cfg.fidelity = f;
+            cfg.flush = flush;
+            const int64_t ldb = tb ? kk : 32;  // B is kk x 32, or 32 x kk transposed
+            std::vector<double> want = c0, got = c0;
+            MatmulTileAtFidelity(cfg, a.data(), kk, b.data(), ldb, tb, got.data(), 32, rows, 32, kk);
+            for (int q = 0; q < 4; ++q) {
+              const double* bq = tb ? b.data() + q * 8 * kk : b.data() + q * 8;
+              MatmulTileAtFidelity(cfg, a.data(), kk, bq, ldb, tb, want.data() + q * 8, 32, rows, 8, kk);
+            }
+            for (size_t e = 0; e < got.size(); ++e) ASSERT_EQ(got[e], want[e]) << "element " << e;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Strides: a 2x3 * 3x2 product read out of larger row-major arrays, written into a wider c.
 TEST(MatmulFp32Dst, HonoursStrides) {
   MatmulConfig cfg;
