@@ -96,7 +96,8 @@ bool RunLoad(const Load& load, const TensorValue& t, BufferState& out, const Buf
 }
 
 bool RunStore(const Store& store, TensorValue& t, const BufferState& src, const BufferState* index,
-              const Bindings& vars, TileShape tile, const ValueModel& model, Fault& fault) {
+              const Bindings& vars, TileShape tile, const ValueModel& model, Fault& fault, StoreClaims* claims,
+              int64_t item) {
   const AccessPattern& p = store.pattern;
   const AffineForm form = TileForm(p);
   AddrEnv<Wide> env;
@@ -105,6 +106,11 @@ bool RunStore(const Store& store, TensorValue& t, const BufferState& src, const 
     for (int64_t j = 0; j < p.block_w; ++j) {
       int64_t tt;
       if (!BlockTile(form, env, i, j, t, tt, fault)) return false;
+      if (claims != nullptr) {
+        int64_t free = -1;
+        std::atomic<int64_t>& owner = claims->owner[static_cast<size_t>(tt)];
+        if (!owner.compare_exchange_strong(free, item) && free != item) claims->conflict = true;
+      }
       const TileWindow w = Window(t, tt, tile);
       const double* from = src.page.data() + (i * p.block_w + j) * tile.cols;
       for (int64_t r = 0; r < w.nr; ++r) {

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,13 +35,14 @@ using vm_internal::TileShape;
 namespace vi = vm_internal;
 
 // Caps that keep a hostile program from exhausting memory or time. Real programs are far below them: the largest
-// weight of a 70B model is ~2^28 elements; the work cap is ~100 s of VM time.
+// weight of a 70B model is ~2^28 elements; the work cap is a few minutes of VM time (the tile kernels run ~2.4e9
+// element operations a second on one core of this project's machine; Qwen3-8B's 2048-row prefill is 2.7e11).
 constexpr int64_t kMaxTileSide = 4096;
 constexpr double kMaxTileElems = double{1 << 20};
 constexpr double kMaxTensorElems = double{int64_t{1} << 31};  // all tensors of a run together (16 GiB of f64)
 constexpr double kMaxPageElems = double{1 << 24};
 constexpr double kMaxBufferElems = double{1 << 27};  // all pages of one section (current + spare)
-constexpr double kMaxWork = 1e11;                    // element operations of a whole run
+constexpr double kMaxWork = 1e12;                    // element operations of a whole run
 
 std::string Where(const Section& s) { return absl::StrCat("section '", s.name, "'"); }
 std::string Where(const Section& s, int stage) {
@@ -64,13 +67,27 @@ struct CompiledSection {
   std::vector<int> phase[3];      // stage ids of prologue, body, epilogue, in list order
   std::vector<int> state_reads;   // unified State tensors the section loads
   std::vector<int> state_writes;  // unified State tensors the section stores
+  std::vector<int> loaded, stored;  // unified tensors the section loads / stores
   double phase_cost[3] = {0, 0, 0};
+  // Items may run in parallel: no tensor is both loaded and stored, so no item can read what another writes.
+  bool parallel = false;
+};
+
+// What an item's run mutates: the section's pages and its compiled stages' scratch. Sequential runs use the
+// runner's own; each parallel worker has copies.
+struct Worker {
+  std::vector<BufferState>* buffers = nullptr;
+  std::vector<CompiledStage>* stages = nullptr;
+  std::vector<BufferState> own_buffers;
+  std::vector<CompiledStage> own_stages;
 };
 
 class Runner {
  public:
   Runner(const Composition& c, TileShape tile, const ValueModel& model, const VmOptions& options)
-      : c_(c), tile_(tile), model_(model), progress_(options.progress) {}
+      : c_(c), tile_(tile), model_(model), progress_(options.progress),
+        threads_(options.threads > 0 ? options.threads
+                                     : std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()))) {}
 
   absl::StatusOr<TensorMap> Run(const TensorMap& inputs) {
     RETURN_IF_ERROR(UnifyTensors());
@@ -270,10 +287,12 @@ class Runner {
         if (st.outs.size() != 1) return bad(absl::StrCat("a Load has 1 output buffer, not ", st.outs.size()));
         RETURN_IF_ERROR(tile_access(l->tensor, l->pattern, st.outs[0]));
         if (s.tensors[l->tensor].role == TensorRole::kState) cs.state_reads.push_back(c.tensor);
+        cs.loaded.push_back(c.tensor);
       } else if (const auto* w = std::get_if<Store>(&st.op)) {
         if (st.ins.empty()) return bad("a Store has no input buffer");
         RETURN_IF_ERROR(tile_access(w->tensor, w->pattern, st.ins[0]));
         if (s.tensors[w->tensor].role == TensorRole::kState) cs.state_writes.push_back(c.tensor);
+        cs.stored.push_back(c.tensor);
       } else if (const auto* g = std::get_if<Generic>(&st.op)) {
         if (st.outs.size() != 1) return bad(absl::StrCat("a Generic has 1 output buffer, not ", st.outs.size()));
         std::vector<int64_t> sizes;
@@ -313,6 +332,9 @@ class Runner {
       cs.phase[ph].push_back(si);
       cs.stages.push_back(std::move(c));
     }
+    cs.parallel = std::none_of(cs.stored.begin(), cs.stored.end(), [&](int t) {
+      return std::find(cs.loaded.begin(), cs.loaded.end(), t) != cs.loaded.end();
+    });
     return absl::OkStatus();
   }
 
@@ -374,30 +396,24 @@ class Runner {
                                          "refuses more than %.0e",
                                          work_, s.items.size(), nb, kMaxWork));
     }
-    buffers_.clear();
-    buffers_.resize(s.buffers.size());
-    for (size_t b = 0; b < s.buffers.size(); ++b) {
-      BufferState& st = buffers_[b];
-      st.decl = &s.buffers[b];
-      st.width = st.decl->page_tiles * tile_.cols;
-      st.size = tile_.rows * st.width;
-      st.page.assign(static_cast<size_t>(st.size), 0.0);
-      st.spare.assign(static_cast<size_t>(st.size), 0.0);
+    const int64_t items = static_cast<int64_t>(s.items.size());
+    const int64_t threads = std::min<int64_t>(threads_, items);
+    bool ran = false;
+    if (cs.parallel && threads > 1) {
+      bool conflict = false;
+      RETURN_IF_ERROR(RunItemsInParallel(si, nb, threads, conflict));
+      // Two items wrote one tile: the program breaks item independence, and only the sequential order defines
+      // which write stands. No item read another's (nothing stored is loaded), so running again in order gives
+      // exactly the sequential result.
+      ran = !conflict;
     }
-    for (size_t item = 0; item < s.items.size(); ++item) {
-      if (progress_) {
-        progress_(si, static_cast<int>(sections_.size()), static_cast<int64_t>(item),
-                  static_cast<int64_t>(s.items.size()));
+    if (!ran) {
+      Worker w{&buffers_, &cs.stages, {}, {}};
+      ResetBuffers(s, buffers_);
+      for (int64_t item = 0; item < items; ++item) {
+        if (progress_) progress_(si, static_cast<int>(sections_.size()), item, items);
+        RETURN_IF_ERROR(RunItem(cs, w, item, nb, nullptr));
       }
-      for (BufferState& b : buffers_) b.written = false;
-      Bindings vars{s.items[item].y, s.items[item].x, 0};
-      for (int stage : cs.phase[0]) RETURN_IF_ERROR(RunStage(cs, static_cast<int64_t>(item), stage, vars));
-      for (int64_t block = 0; block < nb; ++block) {
-        vars.kblock = block;
-        for (int stage : cs.phase[1]) RETURN_IF_ERROR(RunStage(cs, static_cast<int64_t>(item), stage, vars));
-      }
-      vars.kblock = 0;
-      for (int stage : cs.phase[2]) RETURN_IF_ERROR(RunStage(cs, static_cast<int64_t>(item), stage, vars));
     }
     // A section that stores a State tensor completes one declared WRITE step of it (DeclareStateOrder).
     std::vector<int> writes = cs.state_writes;
@@ -407,32 +423,109 @@ class Runner {
     return absl::OkStatus();
   }
 
+  void ResetBuffers(const Section& s, std::vector<BufferState>& buffers) const {
+    buffers.clear();
+    buffers.resize(s.buffers.size());
+    for (size_t b = 0; b < s.buffers.size(); ++b) {
+      BufferState& st = buffers[b];
+      st.decl = &s.buffers[b];
+      st.width = st.decl->page_tiles * tile_.cols;
+      st.size = tile_.rows * st.width;
+      st.page.assign(static_cast<size_t>(st.size), 0.0);
+      st.spare.assign(static_cast<size_t>(st.size), 0.0);
+    }
+  }
+
+  // Item `item`'s prologue, nb body blocks and epilogue, on worker w.
+  absl::Status RunItem(CompiledSection& cs, Worker& w, int64_t item, int64_t nb,
+                       std::vector<std::unique_ptr<vi::StoreClaims>>* claims) {
+    const Section& s = *cs.s;
+    for (BufferState& b : *w.buffers) b.written = false;
+    Bindings vars{s.items[item].y, s.items[item].x, 0};
+    for (int stage : cs.phase[0]) RETURN_IF_ERROR(RunStage(cs, w, item, stage, vars, claims));
+    for (int64_t block = 0; block < nb; ++block) {
+      vars.kblock = block;
+      for (int stage : cs.phase[1]) RETURN_IF_ERROR(RunStage(cs, w, item, stage, vars, claims));
+    }
+    vars.kblock = 0;
+    for (int stage : cs.phase[2]) RETURN_IF_ERROR(RunStage(cs, w, item, stage, vars, claims));
+    return absl::OkStatus();
+  }
+
+  // ★ ITEMS ARE INDEPENDENT, SO THEY RUN ON EVERY CORE WITH THE SAME BITS. Worker t runs items t, t + T, ... (a
+  // causal section's heavy and light items interleave), each on its own pages and stage scratch; every element is
+  // computed exactly as in order. A fault is the lowest faulting item's, as the ordered run would report. Sets
+  // `conflict` when two items stored one tile.
+  absl::Status RunItemsInParallel(int si, int64_t nb, int64_t threads, bool& conflict) {
+    CompiledSection& cs = sections_[si];
+    const Section& s = *cs.s;
+    const int64_t items = static_cast<int64_t>(s.items.size());
+    std::vector<std::unique_ptr<vi::StoreClaims>> claims(tensors_.size());
+    for (int t : cs.stored) {
+      if (claims[t]) continue;
+      claims[t] = std::make_unique<vi::StoreClaims>();
+      const auto n = static_cast<size_t>(tensors_[t].num_tiles());
+      claims[t]->owner = std::make_unique<std::atomic<int64_t>[]>(n);
+      for (size_t e = 0; e < n; ++e) claims[t]->owner[e].store(-1, std::memory_order_relaxed);
+    }
+    std::vector<Worker> workers(static_cast<size_t>(threads));
+    std::vector<absl::Status> faults(static_cast<size_t>(threads));
+    std::vector<int64_t> fault_item(static_cast<size_t>(threads), items);
+    auto work = [&](int64_t t) {
+      Worker& w = workers[static_cast<size_t>(t)];
+      ResetBuffers(s, w.own_buffers);
+      w.own_stages = cs.stages;
+      w.buffers = &w.own_buffers;
+      w.stages = &w.own_stages;
+      for (int64_t item = t; item < items; item += threads) {
+        if (t == 0 && progress_) progress_(si, static_cast<int>(sections_.size()), item, items);
+        absl::Status st = RunItem(cs, w, item, nb, &claims);
+        if (!st.ok()) {
+          faults[static_cast<size_t>(t)] = std::move(st);
+          fault_item[static_cast<size_t>(t)] = item;
+          return;
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+    work(0);
+    for (std::thread& th : pool) th.join();
+    const auto first = std::min_element(fault_item.begin(), fault_item.end());
+    if (*first < items) return faults[static_cast<size_t>(first - fault_item.begin())];
+    conflict = std::any_of(claims.begin(), claims.end(), [](const auto& c) { return c && c->conflict.load(); });
+    return absl::OkStatus();
+  }
+
   absl::Status Unwritten(const CompiledSection& cs, int64_t item, int stage, BufferId b, const char* role) {
     return FaultStatus(vi::kUnwrittenBuffer, Where(*cs.s, item, stage),
                        absl::StrCat(role, " buffer '", cs.s->buffers[b].name,
                                     "' is read before any stage of this item wrote it"));
   }
 
-  absl::Status RunStage(CompiledSection& cs, int64_t item, int stage, const Bindings& vars) {
+  absl::Status RunStage(CompiledSection& cs, Worker& w, int64_t item, int stage, const Bindings& vars,
+                        std::vector<std::unique_ptr<vi::StoreClaims>>* claims) {
     const Stage& st = cs.s->stages[stage];
-    CompiledStage& c = cs.stages[stage];
+    CompiledStage& c = (*w.stages)[stage];
+    std::vector<BufferState>& pages = *w.buffers;  // this worker's pages
     for (BufferId b : st.ins) {
-      if (!buffers_[b].written) return Unwritten(cs, item, stage, b, "input");
+      if (!pages[b].written) return Unwritten(cs, item, stage, b, "input");
     }
     const BufferState* index = nullptr;
     if (c.index_buffer >= 0) {
-      if (!buffers_[c.index_buffer].written) return Unwritten(cs, item, stage, c.index_buffer, "index");
-      index = &buffers_[c.index_buffer];
+      if (!pages[c.index_buffer].written) return Unwritten(cs, item, stage, c.index_buffer, "index");
+      index = &pages[c.index_buffer];
     }
     Fault fault;
     bool ok = true;
     if (const auto* l = std::get_if<Load>(&st.op)) {
-      ok = vi::RunLoad(*l, tensors_[c.tensor], buffers_[st.outs[0]], index, vars, tile_, model_, fault);
-    } else if (const auto* w = std::get_if<Store>(&st.op)) {
-      ok = vi::RunStore(*w, tensors_[c.tensor], buffers_[st.ins[0]], index, vars, tile_, model_, fault);
+      ok = vi::RunLoad(*l, tensors_[c.tensor], pages[st.outs[0]], index, vars, tile_, model_, fault);
+    } else if (const auto* sto = std::get_if<Store>(&st.op)) {
+      ok = vi::RunStore(*sto, tensors_[c.tensor], pages[st.ins[0]], index, vars, tile_, model_, fault,
+                        claims != nullptr ? (*claims)[c.tensor].get() : nullptr, item);
     } else if (std::holds_alternative<Generic>(st.op)) {
-      for (size_t i = 0; i < st.ins.size(); ++i) c.in_pages[i] = buffers_[st.ins[i]].page.data();
-      BufferState& out = buffers_[st.outs[0]];
+      for (size_t i = 0; i < st.ins.size(); ++i) c.in_pages[i] = pages[st.ins[i]].page.data();
+      BufferState& out = pages[st.outs[0]];
       std::fill(out.spare.begin(), out.spare.end(), 0.0);
       ok = c.kernel->Run(c.in_pages.data(), out.spare.data(), model_, cs.s->acc_precision, fault);
       if (ok) {
@@ -440,9 +533,9 @@ class Runner {
         out.Commit();
       }
     } else if (const auto* mm = std::get_if<MatmulTiles>(&st.op)) {
-      BufferState& out = buffers_[st.outs[0]];
+      BufferState& out = pages[st.outs[0]];
       if (mm->accumulate && !out.written) return Unwritten(cs, item, stage, st.outs[0], "accumulator");
-      vi::RunMatmul(*mm, buffers_[st.ins[0]], buffers_[st.ins[1]], out, tile_, model_, cs.s->acc_precision);
+      vi::RunMatmul(*mm, pages[st.ins[0]], pages[st.ins[1]], out, tile_, model_, cs.s->acc_precision);
     }
     if (!ok) return FaultStatus(fault, Where(*cs.s, item, stage));
     return absl::OkStatus();
@@ -457,6 +550,7 @@ class Runner {
   std::vector<CompiledSection> sections_;
   std::vector<int64_t> writes_done_;
   std::vector<BufferState> buffers_;
+  const int64_t threads_;
   double work_ = 0;
 };
 

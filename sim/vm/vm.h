@@ -5,7 +5,7 @@
 //   "TileOutOfRange: section 's' item 2 stage 'load_x' (#0): tile 9 of tensor 'x' (4 tiles)"
 // Names: BadInput, BadProgram (malformed ids, sizes, maps), TooLarge, TileOutOfRange, IndexOutOfRange,
 // UnwrittenBuffer, TripOutOfRange, StaleStateRead, DivisionByZero. The VM never crashes or hangs on any
-// composition; a program whose work would exceed ~1e11 element operations is refused with TooLarge.
+// composition; a program whose work would exceed ~1e12 element operations is refused with TooLarge.
 #ifndef SIM_VM_VM_H_
 #define SIM_VM_VM_H_
 
@@ -25,6 +25,8 @@ struct VmOptions {
   // Called before each work item runs, with the section and item it is at, so a long run can show progress.
   // It must be cheap (it is called once per item); it never changes the run.
   std::function<void(int section, int sections, int64_t item, int64_t items)> progress;
+  // Threads a section's items run on (0: the machine's cores). The result's bits do not depend on it.
+  int threads = 0;
 };
 
 // Runs `c` on a TR x TC tile (callers pass the target's tile; the composition's own fields are not read).
