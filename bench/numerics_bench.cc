@@ -227,9 +227,10 @@ void BlockedMatmul(benchmark::State& state, bool exact, proto::Fidelity fidelity
 void BM_Blocked_HiFi2_Bf16Acc(benchmark::State& s) { BlockedMatmul(s, false, proto::HIFI2, Precision::kBf16); }
 void BM_Blocked_HiFi2_Fp32Acc(benchmark::State& s) { BlockedMatmul(s, false, proto::HIFI2, Precision::kFp32); }
 void BM_Blocked_ExactVm(benchmark::State& s) { BlockedMatmul(s, true, proto::HIFI4, Precision::kFp32); }
+// 1x, 2x, 4x, 8x the side: the time should grow as the cube (the rate stay flat) once the pages stop fitting cache.
 BENCHMARK(BM_Blocked_HiFi2_Bf16Acc)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Blocked_HiFi2_Fp32Acc)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Blocked_ExactVm)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Blocked_HiFi2_Fp32Acc)->Arg(512)->Arg(1024)->Arg(2048)->Arg(4096)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Blocked_ExactVm)->Arg(512)->Arg(1024)->Arg(2048)->Arg(4096)->Unit(benchmark::kMillisecond);
 
 // Stores and transforms, per element, for the simulator's budget: a bf16 page write and an exp tile.
 void BM_StoreRound_Bf16(benchmark::State& state) {
