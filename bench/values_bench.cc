@@ -92,7 +92,8 @@ void RunValues(benchmark::State& state, const proto::OpSpec& spec, int64_t rows,
     }
     benchmark::DoNotOptimize(r->size());
   }
-  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows/s"] =
+      benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsIterationInvariantRate);
   if (flops > 0) {
     state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
                                                   benchmark::Counter::kIs1000);

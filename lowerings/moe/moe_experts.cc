@@ -121,7 +121,6 @@ absl::StatusOr<Composition> MoeExpertsSection(const proto::OpSpec& spec, const M
   // The partial results stay at the accumulator's width; only the block's output leaves at the datapath's.
   const Precision acc_p = AccFor(elem);
   Template t(target.tile_rows(), target.tile_cols());
-  const int64_t one_w = t.PageWidth(1);
   const int64_t dff_t = t.TilesOf(dff), d_t = t.TilesOf(d);
   const int64_t dffw = t.PageWidth(dff_t), dw = t.PageWidth(d_t);
   auto init_of = [&](int at, int64_t n) { return InitOf(operands[at].fill, n); };

@@ -85,9 +85,12 @@ struct Worker {
 class Runner {
  public:
   Runner(const Composition& c, TileShape tile, const ValueModel& model, const VmOptions& options)
-      : c_(c), tile_(tile), model_(model), progress_(options.progress),
-        threads_(options.threads > 0 ? options.threads
-                                     : std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()))) {}
+      : c_(c), tile_(tile), model_(model), progress_(options.progress), threads_(ThreadsOf(options)) {}
+
+  static int64_t ThreadsOf(const VmOptions& o) {
+    if (o.threads > 0) return o.threads;
+    return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  }
 
   absl::StatusOr<TensorMap> Run(const TensorMap& inputs) {
     RETURN_IF_ERROR(UnifyTensors());
@@ -388,7 +391,8 @@ class Runner {
     RETURN_IF_ERROR(CheckStateOrder(si));
     ASSIGN_OR_RETURN(const int64_t nb, Blocks(cs));
     const double cost = static_cast<double>(s.items.size()) *
-                        (1 + static_cast<double>(s.buffers.size()) + cs.phase_cost[0] + static_cast<double>(nb) * (1 + cs.phase_cost[1]) + cs.phase_cost[2]);
+                        (1 + static_cast<double>(s.buffers.size()) + cs.phase_cost[0] +
+                         static_cast<double>(nb) * (1 + cs.phase_cost[1]) + cs.phase_cost[2]);
     work_ += cost;
     if (work_ > kMaxWork) {
       return FaultStatus(vi::kTooLarge, Where(s),
