@@ -345,6 +345,89 @@ __attribute__((target_clones("avx2", "default"))) void MergedTile32(const float*
   }
 }
 
+// The 16-bit-Dst product of ComputePrepared below for a 32-column tile, with the flushing bf16 Dst (FastNarrow<16>
+// in `mode`): phase by phase, each MVMUL's fresh fp32 partial (k order) added to the Dst and the sum rounded to
+// bf16, the Dst re-read between pairs; a row's Dst and partials in registers throughout, as MergedTile32.
+__attribute__((target_clones("avx2", "default"))) void Bf16DstTile32(const float* const* a1, const float* const* b1,
+                                                                     int64_t products, int phases, int mode,
+                                                                     double* c, int64_t ldc, int64_t tr, int64_t kk) {
+  // FastNarrow<16, mode> on eight lanes: Inf for exponent 255, the mode's increment, the low 16 bits dropped,
+  // zero for exponent 0.
+#define SPATIAL_BF16_ROUND8(v)                                                                         \
+  do {                                                                                                 \
+    U8 u_;                                                                                             \
+    std::memcpy(&u_, &(v), sizeof u_);                                                                 \
+    const U8 e_ = u_ & 0x7f800000u;                                                                    \
+    const U8 inf_ = reinterpret_cast<U8>(e_ == 0x7f800000u);                                           \
+    U8 mag_ = (inf_ & 0x7f800000u) | (~inf_ & (u_ & 0x7fffffffu));                                     \
+    if (mode == proto::TIES_AWAY) {                                                                    \
+      mag_ += 0x8000u;                                                                                 \
+    } else if (mode != proto::TRUNCATE) {                                                              \
+      mag_ += 0x7fffu + ((mag_ >> 16) & 1u);                                                           \
+    }                                                                                                  \
+    u_ = ((u_ & 0x80000000u) | (mag_ & 0xffff0000u)) & reinterpret_cast<U8>(e_ != 0u);                \
+    std::memcpy(&(v), &u_, sizeof u_);                                                                 \
+  } while (0)
+  for (int64_t i = 0; i < tr; ++i) {
+    double* ci = c + i * ldc;
+    V8 d[4];
+    for (int q = 0; q < 4; ++q) {
+      D8 v;
+      std::memcpy(&v, ci + 8 * q, sizeof v);
+      d[q] = __builtin_convertvector(v, V8);
+      SPATIAL_FTZ8(d[q]);  // ToFp32, flushing
+      SPATIAL_BF16_ROUND8(d[q]);
+    }
+    V8 d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+    for (int64_t p = 0; p < products; ++p) {
+      if (p > 0) {  // stored and read back between pairs: ToFp32 (flushing), then the Dst's rounding
+        SPATIAL_FTZ8(d0);
+        SPATIAL_FTZ8(d1);
+        SPATIAL_FTZ8(d2);
+        SPATIAL_FTZ8(d3);
+        SPATIAL_BF16_ROUND8(d0);
+        SPATIAL_BF16_ROUND8(d1);
+        SPATIAL_BF16_ROUND8(d2);
+        SPATIAL_BF16_ROUND8(d3);
+      }
+      for (int ph = 0; ph < phases; ++ph) {
+        const float* __restrict a = a1[p] + ph * tr * kk + i * kk;
+        const float* __restrict b = b1[p] + ph * kk * 32;
+        for (int64_t k0 = 0; k0 < kk; k0 += kMvmulDepth) {
+          const int64_t k1 = std::min(kk, k0 + kMvmulDepth);
+          V8 t0 = {}, t1 = {}, t2 = {}, t3 = {};
+          for (int64_t k = k0; k < k1; ++k) {
+            V8 b0, b1v, b2v, b3;
+            std::memcpy(&b0, b + k * 32, sizeof b0);
+            std::memcpy(&b1v, b + k * 32 + 8, sizeof b1v);
+            std::memcpy(&b2v, b + k * 32 + 16, sizeof b2v);
+            std::memcpy(&b3, b + k * 32 + 24, sizeof b3);
+            const float x = a[k];
+            t0 += x * b0;
+            t1 += x * b1v;
+            t2 += x * b2v;
+            t3 += x * b3;
+          }
+          d0 += t0;  // Dst += the MVMUL's products, then the 16-bit Dst's rounding
+          d1 += t1;
+          d2 += t2;
+          d3 += t3;
+          SPATIAL_BF16_ROUND8(d0);
+          SPATIAL_BF16_ROUND8(d1);
+          SPATIAL_BF16_ROUND8(d2);
+          SPATIAL_BF16_ROUND8(d3);
+        }
+      }
+    }
+    d[0] = d0, d[1] = d1, d[2] = d2, d[3] = d3;
+    for (int q = 0; q < 4; ++q) {
+      const D8 v = __builtin_convertvector(d[q], D8);
+      std::memcpy(ci + 8 * q, &v, sizeof v);
+    }
+  }
+#undef SPATIAL_BF16_ROUND8
+}
+
 #undef SPATIAL_FTZ8
 
 }  // namespace kernel
@@ -387,6 +470,10 @@ void ComputePrepared(const MatmulConfig& cfg, const float* const* a1, const floa
     return;
   }
   // 16-bit Dst: phase by phase (the LLK runs the whole tile once per fidelity phase), each MVMUL rounded.
+  if (tc == 32 && cfg.flush && cfg.acc != Precision::kFp16) {
+    kernel::Bf16DstTile32(a1, b1, products, phases, cfg.dst_round, c, ldc, tr, kk);
+    return;
+  }
   WithDstRounder(cfg, [&](auto round_dst) {
     for (int64_t i = 0; i < tr; ++i) {
       for (int64_t j = 0; j < tc; ++j) acc[i * tc + j] = round_dst(ToFp32(c[i * ldc + j], cfg.flush));

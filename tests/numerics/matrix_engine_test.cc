@@ -249,10 +249,11 @@ TEST(MatmulBlock, SameBitsAsOneProductAtATime) {
   }
 }
 
-// The register-blocked kernel of 32-column tiles against the 8-wide row kernel on arbitrary operands (inexact sums,
-// so any change of order shows): lane j only ever combines column j, so a 32-column tile is four 8-column tiles,
-// bit for bit, for every fidelity, orientation of B, denormal flushing and row count.
-TEST(MatmulFp32Dst, BlockedKernelMatchesTheRowKernel) {
+// The register-blocked kernels of 32-column tiles against the 8-wide row kernels on arbitrary operands (inexact
+// sums, so any change of order shows): lane j only ever combines column j, so a 32-column tile is four 8-column
+// tiles, bit for bit, for every fidelity, orientation of B, row count, and Dst (fp32 flushing or not, bf16 in each
+// rounding).
+TEST(MatmulBlockedKernel, MatchesTheRowKernel) {
   std::mt19937 rng(17);
   for (int rows : {32, 6, 2}) {
     for (int kk : {32, 19, 1}) {
@@ -260,12 +261,18 @@ TEST(MatmulFp32Dst, BlockedKernelMatchesTheRowKernel) {
       const std::vector<double> c0 = Random(rows * 32, rng, false);
       for (proto::Fidelity f : {proto::LOFI, proto::HIFI2, proto::HIFI3, proto::HIFI4}) {
         for (bool tb : {false, true}) {
-          for (bool flush : {true, false}) {
+          for (int variant = 0; variant < 5; ++variant) {
+            // fp32 Dst flushing or not; a bf16 Dst flushing, rounding RNE, ties-away or truncating.
+            const bool flush = variant != 1;
+            const Precision acc = variant < 2 ? Precision::kFp32 : Precision::kBf16;
+            const proto::Rounding round = variant == 3 ? proto::TIES_AWAY : variant == 4 ? proto::TRUNCATE : proto::RNE;
             SCOPED_TRACE(testing::Message() << rows << " rows, k " << kk << ", fidelity " << f << ", transpose_b "
-                                            << tb << ", flush " << flush);
+                                            << tb << ", variant " << variant);
             MatmulConfig cfg;
             cfg.fidelity = f;
             cfg.flush = flush;
+            cfg.acc = acc;
+            cfg.dst_round = round;
             const int64_t ldb = tb ? kk : 32;  // B is kk x 32, or 32 x kk transposed
             std::vector<double> want = c0, got = c0;
             MatmulTileAtFidelity(cfg, a.data(), kk, b.data(), ldb, tb, got.data(), 32, rows, 32, kk);
