@@ -271,164 +271,151 @@ void PrepareB(const MatmulConfig& cfg, Conv conv, const double* b, int64_t ldb, 
 
 namespace kernel {
 
-// The fp32-Dst product of ComputePrepared below for a 32-column tile: the same sums in the same order (per MVMUL
-// block of 16 k, a fresh fp32 partial summed in k order, then added to the Dst; Ftz after each pair), register
-// blocked — a row's Dst (four 8-float vectors) and its block partials stay in registers across every pair and
-// block, so c is read and written once and nothing else is stored. Lane j only ever combines column j, so the sums
-// are exactly the scalar ones. 8-float vectors (GCC/Clang vector extensions): one ymm with AVX2, two xmm
-// elsewhere; target_clones picks at load time. Named vectors, not arrays (GCC keeps arrays of vectors in memory),
-// and no lambdas or out-of-line helpers (they would be compiled for the default ISA).
+// The register-blocked tile products of ComputePrepared below, for 32-column tiles: a row's Dst (four 8-float
+// vectors) and its MVMUL partials stay in registers across every pair and block, so c is read and written once and
+// nothing else is stored. The sums are ComputePrepared's in the same order; lane j only ever combines column j, so
+// they are exactly the scalar ones. 8-float vectors (GCC/Clang vector extensions): one ymm with AVX2, two xmm
+// elsewhere; target_clones picks at load time. Named vectors, not arrays (GCC keeps arrays of vectors in memory);
+// the helpers are always inlined, so they compile for the clone's ISA (a lambda or an out-of-line call would run
+// the default one).
 using V8 = float __attribute__((vector_size(32)));
 using U8 = uint32_t __attribute__((vector_size(32)));
 using D8 = double __attribute__((vector_size(64)));
+#define SPATIAL_KERNEL_INLINE __attribute__((always_inline)) inline
 
-#define SPATIAL_FTZ8(v)                                                 \
-  do {                                                                  \
-    U8 u_;                                                              \
-    std::memcpy(&u_, &(v), sizeof u_);                                  \
-    u_ &= reinterpret_cast<U8>((u_ & 0x7f800000u) != 0); /* Ftz */     \
-    std::memcpy(&(v), &u_, sizeof u_);                                  \
-  } while (0)
+// Ftz on eight lanes: zero unless the exponent is.
+SPATIAL_KERNEL_INLINE void Ftz8(V8& v) {
+  U8 u;
+  std::memcpy(&u, &v, sizeof u);
+  u &= reinterpret_cast<U8>((u & 0x7f800000u) != 0);
+  std::memcpy(&v, &u, sizeof u);
+}
 
+// FastNarrow<16, mode> on eight lanes (the flushing bf16 Dst): Inf for exponent 255, the mode's increment, the low
+// 16 bits dropped, zero for exponent 0.
+SPATIAL_KERNEL_INLINE void Bf16Round8(V8& v, int mode) {
+  U8 u;
+  std::memcpy(&u, &v, sizeof u);
+  const U8 e = u & 0x7f800000u;
+  const U8 inf = reinterpret_cast<U8>(e == 0x7f800000u);
+  U8 mag = (inf & 0x7f800000u) | (~inf & (u & 0x7fffffffu));
+  if (mode == proto::TIES_AWAY) {
+    mag += 0x8000u;
+  } else if (mode != proto::TRUNCATE) {
+    mag += 0x7fffu + ((mag >> 16) & 1u);
+  }
+  u = ((u & 0x80000000u) | (mag & 0xffff0000u)) & reinterpret_cast<U8>(e != 0u);
+  std::memcpy(&v, &u, sizeof u);
+}
+
+// A row of 32 doubles of c into the fp32 Dst: IEEE RNE, then Ftz where flushing (ToFp32).
+SPATIAL_KERNEL_INLINE void LoadRow32(const double* c, bool flush, V8& d0, V8& d1, V8& d2, V8& d3) {
+  V8* d[4] = {&d0, &d1, &d2, &d3};
+  for (int q = 0; q < 4; ++q) {
+    D8 v;
+    std::memcpy(&v, c + 8 * q, sizeof v);
+    *d[q] = __builtin_convertvector(v, V8);
+    if (flush) Ftz8(*d[q]);
+  }
+}
+
+SPATIAL_KERNEL_INLINE void StoreRow32(double* c, const V8& d0, const V8& d1, const V8& d2, const V8& d3) {
+  const V8* d[4] = {&d0, &d1, &d2, &d3};
+  for (int q = 0; q < 4; ++q) {
+    const D8 v = __builtin_convertvector(*d[q], D8);
+    std::memcpy(c + 8 * q, &v, sizeof v);
+  }
+}
+
+// t += a[k] * b[k][0..32) for k0 <= k < k1, in k order: one row of one MVMUL's products.
+SPATIAL_KERNEL_INLINE void MvmulRow32(const float* __restrict a, const float* __restrict b, int64_t k0, int64_t k1,
+                                      V8& t0, V8& t1, V8& t2, V8& t3) {
+  for (int64_t k = k0; k < k1; ++k) {
+    V8 b0, b1, b2, b3;
+    std::memcpy(&b0, b + k * 32, sizeof b0);
+    std::memcpy(&b1, b + k * 32 + 8, sizeof b1);
+    std::memcpy(&b2, b + k * 32 + 16, sizeof b2);
+    std::memcpy(&b3, b + k * 32 + 24, sizeof b3);
+    const float x = a[k];
+    t0 += x * b0;
+    t1 += x * b1;
+    t2 += x * b2;
+    t3 += x * b3;
+  }
+}
+
+// The fp32 Dst: per MVMUL block a fresh partial (both merged passes for HiFi3), added to the Dst; Ftz after each
+// pair.
 __attribute__((target_clones("avx2", "default"))) void MergedTile32(const float* const* a1, const float* const* a2,
                                                                     const float* const* b1, const float* const* b2,
                                                                     int64_t products, bool second, bool flush,
                                                                     double* c, int64_t ldc, int64_t tr, int64_t kk) {
   for (int64_t i = 0; i < tr; ++i) {
-    // c's doubles to the fp32 Dst: IEEE RNE, then Ftz (ToFp32).
-    double* ci = c + i * ldc;
-    V8 d[4];
-    for (int q = 0; q < 4; ++q) {
-      D8 v;
-      std::memcpy(&v, ci + 8 * q, sizeof v);
-      d[q] = __builtin_convertvector(v, V8);
-      if (flush) SPATIAL_FTZ8(d[q]);
-    }
-    V8 d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+    V8 d0, d1, d2, d3;
+    LoadRow32(c + i * ldc, flush, d0, d1, d2, d3);
     for (int64_t p = 0; p < products; ++p) {
       for (int64_t k0 = 0; k0 < kk; k0 += kMvmulDepth) {
         const int64_t k1 = std::min(kk, k0 + kMvmulDepth);
         V8 t0 = {}, t1 = {}, t2 = {}, t3 = {};
-        for (int pass = 0; pass < (second ? 2 : 1); ++pass) {
-          const float* __restrict a = (pass == 0 ? a1[p] : a2[p]) + i * kk;
-          const float* __restrict b = pass == 0 ? b1[p] : b2[p];
-          for (int64_t k = k0; k < k1; ++k) {
-            V8 b0, b1v, b2v, b3;
-            std::memcpy(&b0, b + k * 32, sizeof b0);
-            std::memcpy(&b1v, b + k * 32 + 8, sizeof b1v);
-            std::memcpy(&b2v, b + k * 32 + 16, sizeof b2v);
-            std::memcpy(&b3, b + k * 32 + 24, sizeof b3);
-            const float x = a[k];
-            t0 += x * b0;
-            t1 += x * b1v;
-            t2 += x * b2v;
-            t3 += x * b3;
-          }
-        }
+        MvmulRow32(a1[p] + i * kk, b1[p], k0, k1, t0, t1, t2, t3);
+        if (second) MvmulRow32(a2[p] + i * kk, b2[p], k0, k1, t0, t1, t2, t3);
         d0 += t0;  // Dst += the MVMUL's products, fp32 RNE
         d1 += t1;
         d2 += t2;
         d3 += t3;
       }
       if (flush) {
-        SPATIAL_FTZ8(d0);
-        SPATIAL_FTZ8(d1);
-        SPATIAL_FTZ8(d2);
-        SPATIAL_FTZ8(d3);
+        Ftz8(d0);
+        Ftz8(d1);
+        Ftz8(d2);
+        Ftz8(d3);
       }
     }
-    d[0] = d0, d[1] = d1, d[2] = d2, d[3] = d3;
-    for (int q = 0; q < 4; ++q) {
-      const D8 v = __builtin_convertvector(d[q], D8);
-      std::memcpy(ci + 8 * q, &v, sizeof v);
-    }
+    StoreRow32(c + i * ldc, d0, d1, d2, d3);
   }
 }
 
-// The 16-bit-Dst product of ComputePrepared below for a 32-column tile, with the flushing bf16 Dst (FastNarrow<16>
-// in `mode`): phase by phase, each MVMUL's fresh fp32 partial (k order) added to the Dst and the sum rounded to
-// bf16, the Dst re-read between pairs; a row's Dst and partials in registers throughout, as MergedTile32.
+// The flushing bf16 Dst, rounding in `mode`: phase by phase, each MVMUL's partial added to the Dst and the sum
+// rounded; between pairs the Dst is stored and read back (ToFp32, then the Dst's rounding).
 __attribute__((target_clones("avx2", "default"))) void Bf16DstTile32(const float* const* a1, const float* const* b1,
                                                                      int64_t products, int phases, int mode,
                                                                      double* c, int64_t ldc, int64_t tr, int64_t kk) {
-  // FastNarrow<16, mode> on eight lanes: Inf for exponent 255, the mode's increment, the low 16 bits dropped,
-  // zero for exponent 0.
-#define SPATIAL_BF16_ROUND8(v)                                                                         \
-  do {                                                                                                 \
-    U8 u_;                                                                                             \
-    std::memcpy(&u_, &(v), sizeof u_);                                                                 \
-    const U8 e_ = u_ & 0x7f800000u;                                                                    \
-    const U8 inf_ = reinterpret_cast<U8>(e_ == 0x7f800000u);                                           \
-    U8 mag_ = (inf_ & 0x7f800000u) | (~inf_ & (u_ & 0x7fffffffu));                                     \
-    if (mode == proto::TIES_AWAY) {                                                                    \
-      mag_ += 0x8000u;                                                                                 \
-    } else if (mode != proto::TRUNCATE) {                                                              \
-      mag_ += 0x7fffu + ((mag_ >> 16) & 1u);                                                           \
-    }                                                                                                  \
-    u_ = ((u_ & 0x80000000u) | (mag_ & 0xffff0000u)) & reinterpret_cast<U8>(e_ != 0u);                \
-    std::memcpy(&(v), &u_, sizeof u_);                                                                 \
-  } while (0)
   for (int64_t i = 0; i < tr; ++i) {
-    double* ci = c + i * ldc;
-    V8 d[4];
-    for (int q = 0; q < 4; ++q) {
-      D8 v;
-      std::memcpy(&v, ci + 8 * q, sizeof v);
-      d[q] = __builtin_convertvector(v, V8);
-      SPATIAL_FTZ8(d[q]);  // ToFp32, flushing
-      SPATIAL_BF16_ROUND8(d[q]);
-    }
-    V8 d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+    V8 d0, d1, d2, d3;
+    LoadRow32(c + i * ldc, true, d0, d1, d2, d3);
     for (int64_t p = 0; p < products; ++p) {
-      if (p > 0) {  // stored and read back between pairs: ToFp32 (flushing), then the Dst's rounding
-        SPATIAL_FTZ8(d0);
-        SPATIAL_FTZ8(d1);
-        SPATIAL_FTZ8(d2);
-        SPATIAL_FTZ8(d3);
-        SPATIAL_BF16_ROUND8(d0);
-        SPATIAL_BF16_ROUND8(d1);
-        SPATIAL_BF16_ROUND8(d2);
-        SPATIAL_BF16_ROUND8(d3);
+      if (p > 0) {
+        Ftz8(d0);
+        Ftz8(d1);
+        Ftz8(d2);
+        Ftz8(d3);
       }
+      Bf16Round8(d0, mode);
+      Bf16Round8(d1, mode);
+      Bf16Round8(d2, mode);
+      Bf16Round8(d3, mode);
       for (int ph = 0; ph < phases; ++ph) {
-        const float* __restrict a = a1[p] + ph * tr * kk + i * kk;
-        const float* __restrict b = b1[p] + ph * kk * 32;
+        const float* a = a1[p] + ph * tr * kk + i * kk;
+        const float* b = b1[p] + ph * kk * 32;
         for (int64_t k0 = 0; k0 < kk; k0 += kMvmulDepth) {
-          const int64_t k1 = std::min(kk, k0 + kMvmulDepth);
           V8 t0 = {}, t1 = {}, t2 = {}, t3 = {};
-          for (int64_t k = k0; k < k1; ++k) {
-            V8 b0, b1v, b2v, b3;
-            std::memcpy(&b0, b + k * 32, sizeof b0);
-            std::memcpy(&b1v, b + k * 32 + 8, sizeof b1v);
-            std::memcpy(&b2v, b + k * 32 + 16, sizeof b2v);
-            std::memcpy(&b3, b + k * 32 + 24, sizeof b3);
-            const float x = a[k];
-            t0 += x * b0;
-            t1 += x * b1v;
-            t2 += x * b2v;
-            t3 += x * b3;
-          }
+          MvmulRow32(a, b, k0, std::min(kk, k0 + kMvmulDepth), t0, t1, t2, t3);
           d0 += t0;  // Dst += the MVMUL's products, then the 16-bit Dst's rounding
           d1 += t1;
           d2 += t2;
           d3 += t3;
-          SPATIAL_BF16_ROUND8(d0);
-          SPATIAL_BF16_ROUND8(d1);
-          SPATIAL_BF16_ROUND8(d2);
-          SPATIAL_BF16_ROUND8(d3);
+          Bf16Round8(d0, mode);
+          Bf16Round8(d1, mode);
+          Bf16Round8(d2, mode);
+          Bf16Round8(d3, mode);
         }
       }
     }
-    d[0] = d0, d[1] = d1, d[2] = d2, d[3] = d3;
-    for (int q = 0; q < 4; ++q) {
-      const D8 v = __builtin_convertvector(d[q], D8);
-      std::memcpy(ci + 8 * q, &v, sizeof v);
-    }
+    StoreRow32(c + i * ldc, d0, d1, d2, d3);
   }
-#undef SPATIAL_BF16_ROUND8
 }
 
-#undef SPATIAL_FTZ8
+#undef SPATIAL_KERNEL_INLINE
 
 }  // namespace kernel
 
