@@ -55,8 +55,19 @@ TEST(VmThreads, ThreadCountDoesNotChangeABit) {
         VmOptions o;
         o.model = model;
         o.threads = threads;
+        // Progress is reported for the items the calling thread runs: all of them in order, only every T-th when
+        // the items are shared among T workers — proof the parallel path ran, so equal bits mean something.
+        int64_t reported = 0;
+        o.progress = [&reported](int, int, int64_t, int64_t) { ++reported; };
         absl::StatusOr<TensorMap> r = RunComposition(*c, t.tile_rows(), t.tile_cols(), inputs, o);
         ASSERT_TRUE(r.ok()) << r.status();
+        int64_t total = 0;
+        for (const Section& s : c->sections) total += static_cast<int64_t>(s.items.size());
+        if (threads == 1) {
+          EXPECT_EQ(reported, total);
+        } else {
+          EXPECT_LT(reported, total) << "no section's items ran on more than one thread";
+        }
         runs.push_back(std::move(*r));
       }
       for (size_t i = 1; i < runs.size(); ++i) {
