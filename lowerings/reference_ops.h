@@ -30,6 +30,8 @@ absl::StatusOr<TensorMap> ReferenceDecay(const proto::OpSpec& spec, const Tensor
 absl::StatusOr<TensorMap> ReferenceIntRequant(const proto::OpSpec& spec, const TensorMap& inputs);
 absl::StatusOr<TensorMap> ReferenceIntClamp(const proto::OpSpec& spec, const TensorMap& inputs);
 absl::StatusOr<TensorMap> ReferenceBinary(const proto::OpSpec& spec, const TensorMap& inputs);
+// Latent attention, naive: keys and values materialized (attention/reference_mla.cc).
+absl::StatusOr<TensorMap> ReferenceMla(const proto::OpSpec& spec, const TensorMap& inputs);
 // Mixture of experts (moe/reference_moe.cc).
 absl::StatusOr<TensorMap> ReferenceMoe(const proto::OpSpec& spec, const TensorMap& inputs);
 // Matmul (reference_matmul.cc).

@@ -95,7 +95,10 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
     const int64_t y = e / tw;
     const int64_t row = e % tw;
     if (g.grouped) {
-      if (row < g.q.group) return y * g.q.group + row;
+      // Item y is query tile y mod GroupTiles of K/V head y / GroupTiles.
+      const int64_t tiles = GroupTiles(g, target.tile_rows());
+      const int64_t in_group = (y % tiles) * target.tile_rows() + row;
+      if (in_group < g.q.group) return (y / tiles) * g.q.group + in_group;
       return std::nullopt;  // a regrouped tile's pad rows: MASKED, a term e^(MASKED - m) = 0
     }
     return y % fi.per_row;

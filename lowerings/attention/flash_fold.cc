@@ -50,8 +50,9 @@ absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
         "a query head whose K/V head is past the cache's heads (query heads that do not divide among "
         "the K/V heads)");
   }
-  if (g.grouped && (g.q.rows != 1 || g.q.group > target.tile_rows())) {
-    return NotLowered("a regrouped fold of more than one query row, or of a group taller than a tile");
+  if (g.grouped && g.q.rows != 1) return NotLowered("a regrouped fold of more than one query row");
+  if (g.latent && (g.vd > g.hd || g.kvw != 1)) {
+    return NotLowered("a latent fold whose values are wider than its keys, or of more than one latent cache");
   }
   if (g.limit && g.limit->is_operand() && BoundMax(g.rows, g.q.rows) < 1) {
     return NotLowered("a block of query rows longer than its cache — no position admits every row");
@@ -121,10 +122,14 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   ASSIGN_OR_RETURN(const int64_t v_elems, CheckedElements("flash values", g.rows, CheckedMul(g.kvw, g.vd)));
   ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, q_elems));
   ASSIGN_OR_RETURN(TensorInit k_init, InitOf(k_op.fill, k_elems));
-  ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, v_elems));
   const TensorId q = t.AddTensor(q_op.name, TensorRole::kInput, fi.rows, width, precision, std::move(q_init));
   const TensorId k = t.AddTensor(k_op.name, TensorRole::kInput, g.rows, g.kvw * g.hd, precision, std::move(k_init));
-  const TensorId v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
+  // A latent fold reads its values from the keys' pages: it declares no V.
+  std::optional<TensorId> v;
+  if (!g.latent) {
+    ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, v_elems));
+    v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
+  }
   const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, out_width, precision, TensorInit::Zero());
 
   // ── The prologue, once per item: the scaler, the query tile, and each row's limit.
@@ -163,17 +168,25 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   if (fold) t.Fold(nb);
   const BufferId k_in = t.AddBufferDeep("in_k", pages, head_t, precision);
   std::vector<BufferId> v_ins;
-  for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), pages, vt, precision));
+  if (!g.latent) {
+    for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), pages, vt, precision));
+  }
   // Block b of K/V head x: `cols` tiles from tile `base` of the head's run of `head` tiles in a row of `stride`.
+  // ★ A GROUP TALLER THAN A TILE READS ITS CACHE ONCE: its items' blocks are the same (they vary with the K/V head,
+  // item x, alone), so the machine reads each block once and multicasts it along the group's query tiles.
+  const bool shared = g.grouped && GroupTiles(g, tr) > 1;
   auto cache_block = [&](const std::string& name, TensorId tensor, int64_t base, int64_t cols, int64_t head,
                          int64_t stride, BufferId into) {
     std::vector<Term> steps{{LoopVar::kItemX, head}};
     if (fold) steps.push_back({LoopVar::kKBlock, stride});
-    t.AddLoadPattern(name, tensor, AccessPattern{TileAddr{base, std::move(steps), std::nullopt}, 1, cols, 1, stride},
-                     into);
+    const StageId load = t.AddLoadPattern(
+        name, tensor, AccessPattern{TileAddr{base, std::move(steps), std::nullopt}, 1, cols, 1, stride}, into);
+    if (shared) t.SetMulticast(load, LoopVar::kItemY);
   };
   cache_block("load_k", k, 0, head_t, head_t, g.kvw * head_t, k_in);
-  for (int64_t j = 0; j < nv; ++j) cache_block(part("load_v", j), v, (j0 + j) * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
+  for (size_t j = 0; j < v_ins.size(); ++j) {
+    cache_block(part("load_v", j), *v, (j0 + j) * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
+  }
   AddBlockLimits(t, mask, g, nb, ix);
 
   // S[r, j] = sum_e Q[r, e] * K[j, e] * scale — the tile's rows against the block's positions, one contraction (the
@@ -223,9 +236,12 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   std::vector<BufferId> o_blks;
   for (int64_t j = 0; j < nv; ++j) {
     const BufferId o_blk = t.AddScratchDeep(part("block_out", j), 1, vt, acc);
-    std::vector<BufferId> ins{p_buf, v_ins[j]};
-    std::vector<ElemAccess> maps{Terms({{LoopVar::kRow, w1}, {LoopVar::kK, 1}}),
-                                 Terms({{LoopVar::kK, wd}, {LoopVar::kCol, 1}})};
+    // Latent: value page j is columns [(j0 + j) * wd, ...) of the block's key page, a plane hd wide.
+    std::vector<BufferId> ins{p_buf, g.latent ? k_in : v_ins[j]};
+    std::vector<ElemAccess> maps{
+        Terms({{LoopVar::kRow, w1}, {LoopVar::kK, 1}}),
+        g.latent ? ElemAccess{(j0 + j) * wd, {{LoopVar::kK, g.hd}, {LoopVar::kCol, 1}}, std::nullopt}
+                 : Terms({{LoopVar::kK, wd}, {LoopVar::kCol, 1}})};
     AddLimitSlots(mask, ins, maps, PerRowMap(w1));
     t.AddGeneric(part("block_out", j), Contract(tr, vt * tw, tr), ins, maps, IdentMap(wd),
                  Live(mask, LoopVar::kK, Mul(Op(0), Op(1)), Const(0.0), 2), o_blk);
@@ -254,12 +270,13 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   }
   WireFirstReaders(t);
 
-  // Item y owns query tile y / per_row of head y mod per_row and reads K/V head kv_of(head) (grouped: head y).
+  // Item y owns query tile y / per_row of head y mod per_row and reads K/V head kv_of(head) (grouped: query tile y,
+  // of K/V head y / GroupTiles).
   std::vector<WorkItem> items;
   for (int64_t y = 0; y < fi.items; ++y) {
     const int64_t qt = y / fi.per_row;
     const int64_t h = y % fi.per_row;
-    const int64_t kv_head = g.grouped ? y : g.q.kv_of(h);
+    const int64_t kv_head = g.grouped ? y / GroupTiles(g, tr) : g.q.kv_of(h);
     items.push_back(WorkItem{.id = y, .y = y, .x = kv_head, .out = TileRect{.row0_t = qt, .col0_t = h * part_t,
                                                                             .w_t = part_t}});
   }
@@ -270,11 +287,11 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     t.SetTrip(Trip{.tensor = *mask.position, .elem = 0, .lo = 1, .hi = BoundMax(g.rows, g.q.rows),
                    .bias = g.q.rows - 1, .per = tr}, nb);
   }
-  std::string values;
+  std::string values = g.latent ? "_latent" : "";
   if (g.v_part) {
-    values = absl::StrCat("_v", g.vd, "_pages", g.v_part->first, "+", g.v_part->second);
+    absl::StrAppend(&values, "_v", g.vd, "_pages", g.v_part->first, "+", g.v_part->second);
   } else if (g.vd != g.hd) {
-    values = absl::StrCat("_v", g.vd);
+    absl::StrAppend(&values, "_v", g.vd);
   }
   // ★ THE BLOCKS ARE THE CONTRACTION'S K BLOCKS: an item's result is one tile row of the dense result; the cache's
   // ceil(l / tile) blocks are what it folds over.

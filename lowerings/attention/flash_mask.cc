@@ -11,7 +11,7 @@ namespace spatial {
 
 FoldItems FoldItemsOf(const FlashGeometry& g, int64_t tile_rows) {
   FoldItems fi;
-  fi.rows = g.grouped ? g.kvw * tile_rows : g.q.rows;
+  fi.rows = g.grouped ? g.kvw * GroupTiles(g, tile_rows) * tile_rows : g.q.rows;
   fi.per_row = g.grouped ? 1 : g.q.per_row;
   fi.tiles_q = CeilDiv(fi.rows, tile_rows);
   fi.items = fi.tiles_q * fi.per_row;

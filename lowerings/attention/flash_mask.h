@@ -29,7 +29,7 @@
 namespace spatial {
 
 // A flash fold's query layout (the seed's fold_items): the query rows it holds, the heads a row carries, the query
-// tile rows, and its items. Grouped: (kvw * tile, 1, kvw, kvw).
+// tile rows, and its items. Grouped: (kvw * g * tile, 1, kvw * g, kvw * g), g = GroupTiles.
 struct FoldItems {
   int64_t rows = 1;
   int64_t per_row = 1;
@@ -37,6 +37,8 @@ struct FoldItems {
   int64_t items = 1;
 };
 FoldItems FoldItemsOf(const FlashGeometry& g, int64_t tile_rows);
+// The query tile rows one K/V head's group takes when regrouped: ceil(group / tile rows).
+inline int64_t GroupTiles(const FlashGeometry& g, int64_t tile_rows) { return (g.q.group + tile_rows - 1) / tile_rows; }
 
 // Appends the guard idiom to a Generic's inputs: `b` read through `map` twice, the first read admitted only in
 // [0, modulus) through the second. Returns the slot of the guarded read (the body reads that one).

@@ -95,9 +95,14 @@ struct HeadWidths {
 // head x of a cache of `rows` positions holding `kvw` heads each. The blocks cover the first `l` positions, and
 // `limit` masks query row r's positions from P + r on.
 //
-// `grouped`: the queries are ONE row regrouped by K/V head (grouped_decode.h) — a (kvw * tile) x hd matrix whose
-// tile row x holds K/V head x's query heads, one per row. Item x is then K/V head x, and every row is limited by the
-// one query row's P.
+// `grouped`: the queries are ONE row regrouped by K/V head (grouped_decode.h) — a (kvw * tiles * tile) x hd matrix
+// whose `tiles` = ceil(group / tile) tile rows from x * tiles hold K/V head x's query heads, one per row. Item y is
+// then query tile y, reading K/V head y / tiles, and every row is limited by the one query row's P. A group taller
+// than a tile (a latent attention's heads all share its one cache) streams the cache ONCE for its tiles: the K/V
+// loads are multicast along the items of one K/V head.
+//
+// `latent`: the values are the first vd columns of each key — a latent attention's cache, whose rows are the latent
+// and then the rope key. V is then not read: each block's key page is its value page too.
 struct FlashGeometry {
   QueryHeads q;
   int64_t kvw = 1;
@@ -115,6 +120,7 @@ struct FlashGeometry {
   // no value.
   std::optional<int64_t> sinks;
   bool grouped = false;
+  bool latent = false;
   double scale = 1.0;
   std::optional<double> cap;
 };

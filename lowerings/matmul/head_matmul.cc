@@ -13,34 +13,37 @@
 #include "spatial/status_macros.h"
 
 namespace spatial {
-namespace {
-
 // Y = X matmul W for one row at whole-tile widths: item (h, o) is output tile o of head h,
-// sum_e X[h*a + e] * W[h*a + e, o*TC + c] -- head h's a/TC input tiles against the a/TC x 1 tile column o of its rows
-// of W. Only the head's rows of one tile column move an item, so W is never on chip whole.
-absl::StatusOr<Composition> TileHeadMatmul(const proto::HeadMatmulSpec& spec, const std::vector<OperandRef>& ops,
-                                           const std::string& out_name, const Target& target) {
-  const int64_t heads = spec.heads();
-  const int64_t a = spec.a();
-  const int64_t bw = spec.b();
+// sum_e X[h*every + e] * W[h*a + e, o*TC + c] -- head h's a/TC input tiles against the a/TC x 1 tile column o of its
+// rows of W. Only the head's rows of one tile column move an item, so W is never on chip whole.
+absl::StatusOr<Composition> TileHeadMatmul(const HeadMatmulTiles& hm, const Target& target) {
+  const int64_t heads = hm.heads;
+  const int64_t a = hm.a;
+  const int64_t bw = hm.b;
   const int64_t tr = target.tile_rows();
   const int64_t tw = target.tile_cols();
   if (tr != tw) {
     return NotLowered(
         "a per-head matmul in tiles on a tile that is not square — a weight tile's rows are the input's elements");
   }
+  if (!WholeTiles({a, bw, hm.x_every, hm.x_from}, target) || hm.x_from < 0 || hm.x_from + a > hm.x_every) {
+    return NotLowered("a per-head matmul in tiles whose heads' inputs are not whole tiles of their rows");
+  }
+  const std::vector<OperandRef> ops{hm.x, hm.w};
+  const std::string& out_name = hm.out;
   const int64_t a_t = a / tw;
   const int64_t b_t = bw / tw;
+  const int64_t every_t = hm.x_every / tw;
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head matmul of ", heads, " heads of ", a, " x ", bw),
                                  CheckedMul(heads, b_t)));
   ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
   Template t(tr, tw);
-  TensorId scaler = OnesTile(t, "hm_scaler", p);
-  ASSIGN_OR_RETURN(const int64_t x_elems, CheckedElements("head_matmul heads x a", heads, a));
-  ASSIGN_OR_RETURN(const int64_t w_elems, CheckedElements("head_matmul heads x a x b", x_elems, bw));
+  TensorId scaler = OnesTile(t, hm.scaler, p);
+  ASSIGN_OR_RETURN(const int64_t x_elems, CheckedElements("head_matmul heads x a", heads, hm.x_every));
+  ASSIGN_OR_RETURN(const int64_t w_elems, CheckedElements("head_matmul heads x a x b", heads * a, bw));
   ASSIGN_OR_RETURN(TensorInit x_init, InitOf(ops[0].fill, x_elems));
   ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, w_elems));
-  TensorId x = t.AddTensor(ops[0].name, TensorRole::kInput, 1, heads * a, p, std::move(x_init));
+  TensorId x = t.AddTensor(ops[0].name, TensorRole::kInput, 1, x_elems, p, std::move(x_init));
   TensorId w = t.AddTensor(ops[1].name, TensorRole::kParam, heads * a, bw, p, std::move(w_init));
   TensorId y = t.AddTensor(out_name, TensorRole::kOutput, 1, heads * bw, p, TensorInit::Zero());
   BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, p);
@@ -48,7 +51,8 @@ absl::StatusOr<Composition> TileHeadMatmul(const proto::HeadMatmulSpec& spec, co
   BufferId w_in = t.AddBuffer("in_w", a_t, p);
   BufferId out = t.AddBuffer("out", 1, p);
   StageId l_sc = t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
-  StageId l_x = t.AddLoadBlockAt("load_x", x, 0, {{LoopVar::kItemY, a_t}}, {.w = a_t, .pitch = heads * a_t}, x_in);
+  StageId l_x = t.AddLoadBlockAt("load_x", x, hm.x_from / tw, {{LoopVar::kItemY, every_t}},
+                                 {.w = a_t, .pitch = heads * every_t}, x_in);
   StageId l_w = t.AddLoadBlockAt("load_w", w, 0, {{LoopVar::kItemY, a_t * b_t}, {LoopVar::kItemX, 1}},
                                  {.h = a_t, .pitch = b_t}, w_in);
   // ★ A PAGE IS ONE PLANE OF ITS TILES SIDE BY SIDE, so the weight's a/TC stacked tiles lie as tile k at columns
@@ -78,8 +82,6 @@ absl::StatusOr<Composition> TileHeadMatmul(const proto::HeadMatmulSpec& spec, co
   return c;
 }
 
-}  // namespace
-
 absl::StatusOr<Composition> FromHeadMatmul(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "head_matmul", 2));
   const auto& hm = spec.head_matmul();
@@ -97,7 +99,11 @@ absl::StatusOr<Composition> FromHeadMatmul(const proto::OpSpec& spec, const Targ
   RETURN_IF_ERROR(RequireFp32Accumulator("a per-head matmul", target));
   // The seed picks the tiled form before it checks the tile is square: a non-square tile refuses, it does not fall
   // back to the flat form (guide seed002-A §6).
-  if (m == 1 && WholeTiles({a, bw}, target)) return TileHeadMatmul(hm, ops, spec.out(), target);
+  if (m == 1 && WholeTiles({a, bw}, target)) {
+    return TileHeadMatmul(HeadMatmulTiles{.x = ops[0], .x_every = a, .w = ops[1], .out = spec.out(), .heads = heads,
+                                          .a = a, .b = bw, .scaler = "hm_scaler"},
+                          target);
+  }
   // One band (two input slots) per unit, unrolled into one Generic.
   RETURN_IF_ERROR(
       UnrollBudget(absl::StrCat("a per-head matmul of ", m, " x ", heads, " heads of ", a, " x ", bw), "bands", units));

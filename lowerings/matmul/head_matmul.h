@@ -4,7 +4,11 @@
 #ifndef LOWERINGS_MATMUL_HEAD_MATMUL_H_
 #define LOWERINGS_MATMUL_HEAD_MATMUL_H_
 
+#include <cstdint>
+#include <string>
+
 #include "absl/status/statusor.h"
+#include "lowerings/toolkit/common.h"
 #include "proto/op.pb.h"
 #include "spatial/program.h"
 #include "targets/target.h"
@@ -21,6 +25,23 @@ namespace spatial {
 // head's a inputs, one band per unit; no blocking. Section "head_matmul_{m}x{heads}x{a}x{b}".
 // Claim "per-head matmul in {elem}".
 absl::StatusOr<Composition> FromHeadMatmul(const proto::OpSpec& spec, const Target& target);
+
+// The tiled form for callers that compose their own sections (a latent attention's absorbed projections): head h's
+// a inputs are the a elements from h*x_every + x_from of X (1 x heads*x_every), so a head's part of a wider row is
+// read in place. Its ones tile is named `scaler`. Refused (NotLowered) unless a, b, x_every and x_from are whole
+// tiles with x_from + a <= x_every, and as FromHeadMatmul's tiled form.
+struct HeadMatmulTiles {
+  OperandRef x;
+  int64_t x_every = 0;
+  int64_t x_from = 0;
+  OperandRef w;
+  std::string out;
+  int64_t heads = 0;
+  int64_t a = 0;
+  int64_t b = 0;
+  std::string scaler;
+};
+absl::StatusOr<Composition> TileHeadMatmul(const HeadMatmulTiles& hm, const Target& target);
 
 }  // namespace spatial
 

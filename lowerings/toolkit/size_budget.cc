@@ -274,6 +274,19 @@ absl::Status CheckSpecSizes(const proto::OpSpec& spec) {
           .Tensor("the gate and up tables", {{"ne", m.ne()}, {"dff", m.dff()}, {"d", m.d()}})
           .status();
     }
+    case K::kMla: {
+      const proto::MlaSpec& m = spec.mla();
+      // Each part of a sum of widths is bounded, so the sums (nope + rope, rank + rope) cannot overflow.
+      return SizeBudget("mla")
+          .Tensor("operand q", {{"heads", m.heads()}, {"nope", m.nope()}})
+          .Tensor("operand q", {{"heads", m.heads()}, {"rope", m.rope()}})
+          .Tensor("operand w_uk", {{"heads", m.heads()}, {"nope", m.nope()}, {"rank", m.rank()}})
+          .Tensor("operand w_uv", {{"heads", m.heads()}, {"rank", m.rank()}, {"vd", m.vd()}})
+          .Tensor("the cache", {{"l", m.l()}, {"rank", m.rank()}})
+          .Tensor("the cache", {{"l", m.l()}, {"rope", m.rope()}})
+          .Tensor("the latent queries", {{"heads", m.heads()}, {"rank", m.rank()}})
+          .status();
+    }
     case K::kArgmax:
       return SizeBudget("argmax").Tensor("operand x", {{"n", spec.argmax().n()}}).status();
     default: return absl::OkStatus();

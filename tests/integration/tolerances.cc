@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "lowerings/family.h"
+#include "tests/lowerings/mla_cases.h"
 #include "tests/lowerings/moe_cases.h"
 
 namespace spatial::integration {
@@ -203,6 +204,21 @@ std::vector<OpCase> MoeCases() {
            {"wormhole_n150", 128, 128, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true},
            {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true}}) {
     v.push_back({c.target, testing::MoeSpecOf(c), testing::MoeDraw(c.d, c.dff)});
+  }
+  return v;
+}
+
+// A latent attention's decode step: the fold over one and several tiles of heads, P literal and read at run time,
+// DeepSeek-V3's head widths over 32 heads.
+std::vector<OpCase> MlaCases() {
+  using testing::MlaCase;
+  std::vector<OpCase> v;
+  for (const MlaCase& c : std::vector<MlaCase>{{"test_tiny", 8, 8, 8, 16, 8, 40},
+                                               {"test_tiny", 16, 8, 8, 16, 16, 40, 9, true},
+                                               {"test_tiny", 8, 16, 8, 32, 8, 64, 57, true},
+                                               {"wormhole_n150", 64, 32, 32, 256, 32, 96, 33, true},
+                                               {"wormhole_n150", 32, 128, 64, 512, 128, 256, 200, true, 0.1352}}) {
+    v.push_back({c.target, testing::MlaSpecOf(c), testing::MlaDraw(c)});
   }
   return v;
 }
@@ -672,6 +688,7 @@ const std::vector<OpTolerance>& ToleranceTable() {
         {"rows_gather", &RowsGatherCases},
         {"set_row", &SetRowCases},
         {"argmax", &ArgMaxCases},
+        {"mla", &MlaCases},
         {"moe", &MoeCases},
         {"rope", &RopeCases},
         {"causal_conv", &CausalConvCases},

@@ -109,6 +109,15 @@ TEST(RegistryTest, ShippedExamplesLower) {
     kinds.push_back(OpKindName(spec));
     for (const char* target : {"test_tiny", "wormhole_n150"}) {
       absl::StatusOr<Composition> c = Lower(spec, Shipped(target));
+      // The one example at widths test_tiny's fictional 96 KiB site cannot hold: DeepSeek-V3's latent attention,
+      // whose 576-wide keys are 72 of its 8 x 8 tiles and whose values need 64 circular buffers. It must be refused
+      // by name there, and lower on the real target.
+      if (!c.ok() && std::string(target) == "test_tiny" && OpKindName(spec) == "mla") {
+        EXPECT_EQ(c.status().message(),
+                  "NotLowered: a flash attention fold — one tile of queries against one tile row of its K/V head — "
+                  "does not fit a site");
+        continue;
+      }
       ASSERT_TRUE(c.ok()) << target << ": " << c.status();
       absl::Status valid = ValidateComposition(*c);
       EXPECT_TRUE(valid.ok()) << target << ": " << valid;

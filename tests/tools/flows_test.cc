@@ -90,7 +90,12 @@ std::vector<ExampleCase> ExampleCases() {
   std::sort(names.begin(), names.end());
   std::vector<ExampleCase> out;
   for (const char* target : {"wormhole_n150", "test_tiny"}) {
-    for (const std::string& n : names) out.push_back({n, target});
+    for (const std::string& n : names) {
+      // DeepSeek-V3's latent attention does not fit test_tiny's fictional 96 KiB site (RegistryTest.
+      // ShippedExamplesLower checks that refusal's message); it runs on the real target.
+      if (n == "mla" && std::string(target) == "test_tiny") continue;
+      out.push_back({n, target});
+    }
   }
   return out;
 }

@@ -1,0 +1,139 @@
+#include "lowerings/attention/mla.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/attention/flash.h"
+#include "lowerings/attention/relayout_rows.h"
+#include "lowerings/matmul/head_matmul.h"
+#include "lowerings/tables/tables.h"
+#include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/tables_rows_common.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+
+absl::StatusOr<MlaShape> MlaShapeOf(const proto::OpSpec& spec) {
+  if (spec.kind_case() != proto::OpSpec::kMla) {
+    return absl::InvalidArgumentError("a latent attention's shape is read from an OpSpec of kind 'mla'");
+  }
+  const proto::MlaSpec& m = spec.mla();
+  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"heads", m.heads()},
+                                 {"nope", m.nope()},
+                                 {"rope", m.rope()},
+                                 {"rank", m.rank()},
+                                 {"vd", m.vd()},
+                                 {"l", m.l()}}) {
+    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("mla.", field, " is negative (", v, ")"));
+  }
+  if (!std::isfinite(m.scale())) {
+    return absl::InvalidArgumentError(absl::StrCat("mla.scale is ", m.scale(), ": a score scale is finite (0: "
+                                                   "1 / sqrt(nope + rope))"));
+  }
+  if (m.heads() == 0 || m.nope() == 0 || m.rope() == 0 || m.rank() == 0 || m.vd() == 0 || m.l() == 0) {
+    return NotLowered("a latent attention with no heads, no head widths, no latent or an empty cache");
+  }
+  MlaShape s;
+  s.heads = m.heads();
+  s.nope = m.nope();
+  s.rope = m.rope();
+  s.rank = m.rank();
+  s.vd = m.vd();
+  s.l = m.l();
+  s.attended = m.l();
+  s.scale = m.scale() != 0.0 ? m.scale() : DefaultScale(m.nope() + m.rope());
+  switch (m.pos().kind_case()) {
+    case proto::RowIndex::KIND_NOT_SET:
+      break;
+    case proto::RowIndex::kLiteral:
+      if (m.pos().literal() < 1 || m.pos().literal() > m.l()) {
+        return NotLowered(
+            "a literal attention length outside its cache — the program fails at run time on every tier, so there "
+            "is no section to lower");
+      }
+      s.attended = m.pos().literal();
+      break;
+    case proto::RowIndex::kNamed:
+      s.limit = Bound::Operand(4);
+      s.operands = 5;
+      if (spec.operands_size() > 4 && !m.pos().named().empty() && spec.operands(4).name() != m.pos().named()) {
+        return absl::InvalidArgumentError(absl::StrCat("the latent attention's position is named '",
+                                                       m.pos().named(), "' but its operand 4 is '",
+                                                       spec.operands(4).name(), "'"));
+      }
+      break;
+  }
+  return s;
+}
+
+absl::StatusOr<Composition> FromMla(const proto::OpSpec& spec, const Target& target) {
+  ASSIGN_OR_RETURN(const MlaShape s, MlaShapeOf(spec));
+  ASSIGN_OR_RETURN(const std::vector<OperandRef> ops, OperandsOf(spec, "mla", s.operands));
+  const int64_t tr = target.tile_rows();
+  if (!WholeTiles({s.nope, s.rope, s.rank, s.vd}, target) || s.heads % tr != 0) {
+    return NotLowered(absl::StrCat("a latent attention whose widths are not whole tiles, or whose heads are not "
+                                   "whole tile rows (nope ", s.nope, ", rope ", s.rope, ", rank ", s.rank, ", vd ",
+                                   s.vd, ", heads ", s.heads, " on ", target.tile_rows(), " x ", target.tile_cols(),
+                                   " tiles)"));
+  }
+  ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
+  const std::string& out = spec.out();
+  auto name = [&](const char* part) { return absl::StrCat(out, "__mla_", part); };
+  auto internal = [&](const char* part) { return OperandRef{name(part), proto::Fill()}; };
+  std::vector<absl::StatusOr<Composition>> parts;
+
+  // 1-4: the query each head scores the cache with, [q_nope W_uk | q_rope], as row h of a dense matrix.
+  parts.push_back(TileHeadMatmul(HeadMatmulTiles{.x = ops[0], .x_every = s.q_every(), .x_from = 0, .w = ops[1],
+                                                 .out = name("qlat"), .heads = s.heads, .a = s.nope, .b = s.rank,
+                                                 .scaler = name("absorb_scaler")},
+                                 target));
+  proto::OpSpec slice;
+  slice.set_out(name("qrope"));
+  *slice.add_operands() = spec.operands(0);
+  proto::HeadSliceSpec* hs = slice.mutable_head_slice();
+  hs->set_every(s.q_every());
+  hs->set_from(s.nope);
+  hs->set_width(s.rope);
+  hs->set_n(s.heads * s.q_every());
+  parts.push_back(FromHeadSlice(slice, target));
+  parts.push_back(TileJoin(internal("qlat"), internal("qrope"), name("qcat"), 1, s.heads, s.rank, s.rope, target));
+  parts.push_back(RelayoutRowsToDense(internal("qcat"), name("q"), s.heads, s.key(), precision, target));
+
+  // 5: the fold. Its keys and values are the one cache: K the whole row, V its latent.
+  FlashGeometry g;
+  g.q = QueryHeads{1, s.heads, s.heads};
+  g.kvw = 1;
+  g.hd = s.key();
+  g.vd = s.rank;
+  g.rows = s.l;
+  g.l = s.attended;
+  g.limit = s.limit;
+  g.grouped = true;
+  g.latent = true;
+  g.scale = s.scale;
+  AttentionNames fold_names{name("ctx"), {internal("q"), ops[2], ops[2]}};
+  if (s.limit) fold_names.operands.push_back(ops[4]);
+  // The fold reads P as its operand 3.
+  if (g.limit) g.limit = Bound::Operand(3);
+  parts.push_back(FlashAttention(fold_names, g, "mla", target));
+
+  // 6-7: each head's latent context through W_uv[h].
+  parts.push_back(RelayoutDenseToRows(internal("ctx"), name("octx"), s.heads, s.rank, precision, target));
+  parts.push_back(TileHeadMatmul(HeadMatmulTiles{.x = internal("octx"), .x_every = s.rank, .x_from = 0, .w = ops[3],
+                                                 .out = out, .heads = s.heads, .a = s.rank, .b = s.vd,
+                                                 .scaler = name("expand_scaler")},
+                                 target));
+  std::vector<Composition> sections;
+  for (absl::StatusOr<Composition>& part : parts) {
+    RETURN_IF_ERROR(part.status());
+    sections.push_back(*std::move(part));
+  }
+  return ComposeSections(
+      absl::StrCat("mla_", s.heads, "x", s.nope, "+", s.rope, "_r", s.rank, "_v", s.vd, "_l", s.l),
+      std::move(sections), target);
+}
+
+}  // namespace spatial
