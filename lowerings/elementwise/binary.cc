@@ -34,6 +34,12 @@ absl::StatusOr<Composition> FromBinary(const proto::OpSpec& spec, const Target& 
                      static_cast<int>(bs.op()), "): ADD, SUB or MUL"));
   }
   ASSIGN_OR_RETURN(const std::vector<OperandRef> ops, OperandsOf(spec, "binary", 2));
+  return BinaryOf(spec, ops, target);
+}
+
+absl::StatusOr<Composition> BinaryOf(const proto::OpSpec& spec, const std::vector<OperandRef>& ops,
+                                     const Target& target) {
+  const auto& bs = spec.binary();
   RETURN_IF_ERROR(CheckElements("binary", "n", bs.n()));
   ASSIGN_OR_RETURN(const auto shape, PointwiseShape("binary", spec.shape_rows(), spec.shape_cols(), bs.n()));
   const auto [rows, cols] = shape;

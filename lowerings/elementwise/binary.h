@@ -4,7 +4,10 @@
 #ifndef LOWERINGS_ELEMENTWISE_BINARY_H_
 #define LOWERINGS_ELEMENTWISE_BINARY_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "lowerings/toolkit/common.h"
 #include "proto/op.pb.h"
 #include "spatial/program.h"
 #include "targets/target.h"
@@ -22,6 +25,11 @@ namespace spatial {
 // a op b leaves the datapath (so the certifier can prove it); none: refused by name.
 // Refusals: InvalidArgument for an unset or unknown op; the pointwise shape's and the operand count's own.
 absl::StatusOr<Composition> FromBinary(const proto::OpSpec& spec, const Target& target);
+
+// FromBinary of a checked op (binary.op set) over operands the caller names — a lowering's own intermediate
+// tensors, which a spec may not name (a mixture's routed sum and its shared experts).
+absl::StatusOr<Composition> BinaryOf(const proto::OpSpec& spec, const std::vector<OperandRef>& ops,
+                                     const Target& target);
 
 }  // namespace spatial
 

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/elementwise/binary.h"
+#include "lowerings/elementwise/elementwise.h"
+#include "lowerings/matmul/matmul.h"
 #include "lowerings/moe/moe_blocked.h"
 #include "lowerings/moe/moe_experts.h"
 #include "lowerings/moe/moe_routing.h"
@@ -75,6 +78,7 @@ absl::StatusOr<MoeOperands> CheckMoe(const proto::OpSpec& spec) {
   RETURN_IF_ERROR(NonNegative("moe", "k", m.k()));
   RETURN_IF_ERROR(NonNegative("moe", "group_count", m.group_count()));
   RETURN_IF_ERROR(NonNegative("moe", "group_kept", m.group_kept()));
+  RETURN_IF_ERROR(NonNegative("moe", "shared_dff", m.shared_dff()));
   if (m.score() != proto::MoeSpec::SOFTMAX && m.score() != proto::MoeSpec::SIGMOID) {
     return Invalid(absl::StrCat("moe.score is ", m.score() == 0 ? "unset" : "not a score", " (",
                                 static_cast<int>(m.score()), "): SOFTMAX or SIGMOID"));
@@ -102,6 +106,9 @@ absl::StatusOr<MoeOperands> CheckMoe(const proto::OpSpec& spec) {
     return NotLowered(
         "a mixture whose renormalized weights scale its experts' inputs — each round is weighed as it is picked");
   }
+  if (m.shared_dff() > 0 && m.act() == proto::MoeSpec::CLAMPED_SWIGLU) {
+    return NotLowered("a shared expert beside a clamped SwiGLU — the shared experts are a plain SwiGLU");
+  }
   if (m.group_count() == 0 && m.group_kept() != 0) {
     return Invalid(absl::StrCat("moe.group_kept is ", m.group_kept(), " without a group_count"));
   }
@@ -124,6 +131,8 @@ absl::StatusOr<MoeOperands> CheckMoe(const proto::OpSpec& spec) {
   take(m.up_bias(), layout.up_bias);
   take(m.down_bias(), layout.down_bias);
   take(m.selection_bias(), layout.selection_bias);
+  take(m.shared_dff() > 0, layout.shared_gate);
+  if (layout.shared_gate >= 0) next += 2;
   layout.count = next;
   return layout;
 }
@@ -137,7 +146,8 @@ double MoeRoundScale(const proto::MoeSpec& m) {
   return m.scale() != 0.0 && !m.renormalize() ? m.scale() : 1.0;
 }
 
-absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target) {
+// The routed experts alone, into spec.out().
+absl::StatusOr<Composition> RoutedMoe(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(MoeOperands layout, CheckMoe(spec));
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "moe", layout.count));
   const proto::MoeSpec& m = spec.moe();
@@ -166,6 +176,68 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
   for (absl::StatusOr<Composition>& part : parts) {
     RETURN_IF_ERROR(part.status());
     for (Section& s : part->sections) c.sections.push_back(std::move(s));
+  }
+  return FitsSites(std::move(c), "mixture of experts", target);
+}
+
+// ★ A SHARED EXPERT IS A DENSE FFN BESIDE THE ROUTED ONES: every token runs it and adds it unweighted, so it is
+// the kinds it is made of, each lowered, certified and checked on its own: gate and up matmuls, the SiLU, the
+// product, the down matmul, and the add of the routed sum.
+absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target) {
+  ASSIGN_OR_RETURN(MoeOperands layout, CheckMoe(spec));
+  const proto::MoeSpec& m = spec.moe();
+  if (layout.shared_gate < 0) return RoutedMoe(spec, target);
+  RETURN_IF_ERROR(OperandsOf(spec, "moe", layout.count).status());
+  const std::string& out = spec.out();
+  auto internal = [&](const char* part) { return absl::StrCat(out, "__moe_", part); };
+  proto::OpSpec routed = spec;
+  routed.set_out(internal("routed"));
+  for (int i = 0; i < 3; ++i) routed.mutable_operands()->RemoveLast();
+  routed.mutable_moe()->set_shared_dff(0);
+  ASSIGN_OR_RETURN(Composition c, RoutedMoe(routed, target));
+  c.name = absl::StrCat(c.name, "_shared", m.shared_dff());
+
+  auto op = [&](const std::string& result, std::vector<proto::Operand> operands) {
+    proto::OpSpec o;
+    o.set_out(result);
+    for (proto::Operand& operand : operands) *o.add_operands() = std::move(operand);
+    return o;
+  };
+  auto named = [](const std::string& name) {
+    proto::Operand o;
+    o.set_name(name);
+    return o;
+  };
+  const proto::Operand& x = spec.operands(0);
+  auto matmul = [&](const std::string& result, proto::Operand a, const proto::Operand& b, int64_t k, int64_t n) {
+    proto::OpSpec o = op(result, {std::move(a), b});
+    o.mutable_matmul()->set_m(1);
+    o.mutable_matmul()->set_k(k);
+    o.mutable_matmul()->set_n(n);
+    return FromMatmul(o, target);
+  };
+  auto binary = [&](const std::string& result, proto::BinarySpec::Op kind, const std::string& a,
+                    const std::string& b, int64_t n) {
+    proto::OpSpec o = op(result, {});
+    o.mutable_binary()->set_op(kind);
+    o.mutable_binary()->set_n(n);
+    return BinaryOf(o, {OperandRef{a, proto::Fill()}, OperandRef{b, proto::Fill()}}, target);
+  };
+  const int64_t d = m.d(), sdff = m.shared_dff();
+  proto::OpSpec silu = op(internal("shared_act"), {named(internal("shared_gate"))});
+  silu.mutable_silu()->set_n(sdff);
+  std::vector<absl::StatusOr<Composition>> parts;
+  parts.push_back(matmul(internal("shared_gate"), x, spec.operands(layout.shared_gate), d, sdff));
+  parts.push_back(matmul(internal("shared_up"), x, spec.operands(layout.shared_gate + 1), d, sdff));
+  parts.push_back(FromSilu(silu, target));
+  parts.push_back(binary(internal("shared_hidden"), proto::BinarySpec::MUL, internal("shared_act"),
+                         internal("shared_up"), sdff));
+  parts.push_back(
+      matmul(internal("shared"), named(internal("shared_hidden")), spec.operands(layout.shared_gate + 2), sdff, d));
+  parts.push_back(binary(out, proto::BinarySpec::ADD, internal("routed"), internal("shared"), d));
+  for (absl::StatusOr<Composition>& part : parts) {
+    RETURN_IF_ERROR(part.status());
+    for (Section& sec : part->sections) c.sections.push_back(std::move(sec));
   }
   return FitsSites(std::move(c), "mixture of experts", target);
 }

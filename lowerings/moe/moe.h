@@ -30,7 +30,8 @@ inline constexpr double kMoeMasked = -1e30;
 inline constexpr double kMoeSumFloor = 6.103515625e-5;
 
 // The operand layout (seed MoeOperands::of): [x, Wr, Wg, Wu, Wd], then each present optional operand in the order
-// router bias, gate bias, up bias, down bias, selection bias. A position is -1 when the operand is absent.
+// router bias, gate bias, up bias, down bias, selection bias, then the shared experts' gate, up and down tables
+// (d x shared_dff, d x shared_dff, shared_dff x d). A position is -1 when the operand is absent.
 //  x 1 x d; Wr d x ne (Wr[t·ne + e]); Wg, Wu (ne·dff) x d (expert b's row o at (b·dff + o)·d); Wd (ne·d) x dff;
 //  router and selection biases ne; gate and up biases ne·dff (expert b's at b·dff); down bias ne·d.
 struct MoeOperands {
@@ -39,6 +40,7 @@ struct MoeOperands {
   int up_bias = -1;
   int down_bias = -1;
   int selection_bias = -1;
+  int shared_gate = -1;  // then shared_gate + 1 (up) and + 2 (down)
   int count = 5;
 };
 
@@ -47,7 +49,8 @@ struct MoeOperands {
 // group limit that does not divide the experts or keeps none or more than there are, a scale that is negative or
 // not finite, and a wrong operand count are InvalidArgument naming the field; the seed's two refusals are NotLowered
 // word for word ("a mixture-of-experts block with no width, no experts, or more chosen experts than there are"; "a
-// mixture whose renormalized weights scale its experts' inputs — each round is weighed as it is picked").
+// mixture whose renormalized weights scale its experts' inputs — each round is weighed as it is picked"), and
+// "a shared expert beside a clamped SwiGLU — the shared experts are a plain SwiGLU".
 absl::StatusOr<MoeOperands> CheckMoe(const proto::OpSpec& spec);
 
 // Whether a renormalizing sum can fall below kMoeSumFloor, so the clamp is written (seed MoeSpec::sum_can_clamp):
@@ -66,6 +69,8 @@ double MoeRoundScale(const proto::MoeSpec& m);
 //  "moe_{ne}x{k}_{d}x{dff}"    the experts, a round a block, each gathering its chosen expert's runs (moe_experts.h);
 // or, where d and dff are whole tiles (moe_blocked.h), the router as a matmul ("moe_router_{d}x{ne}", an item per
 // tile of experts) and the experts by tile: "moe_up_...", "moe_down_..." and "moe_combine_{k}x{d}".
+// With shared experts the routed sum is "{out}__moe_routed", and the shared SwiGLU follows as the kinds it is made
+// of: two matmuls, a SiLU, a product, the down matmul, and the add into the result.
 // Internal tensors "{out}__moe_*" (MoeNames). Refusals: CheckMoe's; "a group limit over more groups than a page
 // has rows"; the target's missing datapaths; a section that does not fit a site.
 absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target);

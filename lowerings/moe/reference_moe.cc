@@ -166,6 +166,27 @@ absl::StatusOr<TensorMap> ReferenceMoe(const proto::OpSpec& spec, const TensorMa
     }
     out.values[o] = v;
   }
+  // The shared experts: a plain SwiGLU of x, added unweighted.
+  if (layout.shared_gate >= 0) {
+    const int64_t sdff = m.shared_dff();
+    ASSIGN_OR_RETURN(const std::vector<double>* sg, Values(inputs, ops[layout.shared_gate].name, d * sdff));
+    ASSIGN_OR_RETURN(const std::vector<double>* su, Values(inputs, ops[layout.shared_gate + 1].name, d * sdff));
+    ASSIGN_OR_RETURN(const std::vector<double>* sd, Values(inputs, ops[layout.shared_gate + 2].name, sdff * d));
+    std::vector<double> h(sdff);
+    for (int64_t o = 0; o < sdff; ++o) {
+      double g = 0.0, u = 0.0;
+      for (int64_t t = 0; t < d; ++t) {
+        g += (*x)[t] * (*sg)[t * sdff + o];
+        u += (*x)[t] * (*su)[t * sdff + o];
+      }
+      h[o] = SiluOf(g) * u;
+    }
+    for (int64_t o = 0; o < d; ++o) {
+      double y = 0.0;
+      for (int64_t t = 0; t < sdff; ++t) y += h[t] * (*sd)[t * d + o];
+      out.values[o] += y;
+    }
+  }
   TensorMap result;
   result[spec.out()] = std::move(out);
   return result;

@@ -202,7 +202,10 @@ std::vector<OpCase> MoeCases() {
            {"test_tiny", 16, 24, 8, 3, S::SIGMOID, false, 0.0, 0, 0, false, false, false, true},
            {"wormhole_n150", 256, 96, 128, 8},
            {"wormhole_n150", 128, 128, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true},
-           {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true}}) {
+           {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true},
+           // DeepSeek-V3's routing with its shared expert beside the routed ones, both forms.
+           {"test_tiny", 6, 5, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 7},
+           {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true, false, false, 64}}) {
     v.push_back({c.target, testing::MoeSpecOf(c), testing::MoeDraw(c.d, c.dff)});
   }
   return v;

@@ -22,6 +22,7 @@ struct MoeCase {
   bool router_bias = false, expert_biases = false, selection_bias = false;
   bool weigh_inputs = false;
   bool clamped = false;
+  int64_t shared = 0;  // the shared experts' width; 0: none
 };
 
 inline proto::OpSpec MoeSpecOf(const MoeCase& c) {
@@ -56,6 +57,10 @@ inline proto::OpSpec MoeSpecOf(const MoeCase& c) {
     m->set_selection_bias(true);
     s.add_operands()->set_name("sb");
   }
+  if (c.shared > 0) {
+    m->set_shared_dff(c.shared);
+    for (const char* n : {"sg", "su", "sd"}) s.add_operands()->set_name(n);
+  }
   return s;
 }
 
@@ -64,7 +69,7 @@ inline proto::OpSpec MoeSpecOf(const MoeCase& c) {
 inline Draw MoeDraw(int64_t d, int64_t dff) {
   return [d, dff](const std::string& name, Rng& r) {
     if (name == "x") return r.Real(-2, 2);
-    if (name == "wd") return r.Real(-1, 1) / std::sqrt(static_cast<double>(dff));
+    if (name == "wd" || name == "sd") return r.Real(-1, 1) / std::sqrt(static_cast<double>(dff));
     if (name == "sb") return r.Real(-0.05, 0.05);
     if (name.size() == 2 && name[1] == 'b') return r.Real(-0.5, 0.5);
     return r.Real(-1, 1) / std::sqrt(static_cast<double>(d));

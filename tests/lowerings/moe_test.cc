@@ -55,6 +55,10 @@ TEST(MoeTest, MatchesReference) {
       {"wormhole_n150", 128, 128, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true},  // gpt-oss
       {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true},           // DeepSeek-V3
       {"blackhole_p150", 96, 64, 64, 6, S::SIGMOID, true, 0.0, 0, 0, false, false, true},
+      // Shared experts beside the routed ones (DeepSeek-V3's one, at a reduced width), both forms.
+      {"test_tiny", 6, 5, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, /*shared=*/7},
+      {"test_tiny", 16, 8, 16, 4, S::SIGMOID, true, 2.5, 4, 2, false, false, true, false, false, 16},
+      {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true, false, false, 64},
   };
   int checked = 0;
   for (const MoeCase& c : cases) {
@@ -62,7 +66,8 @@ TEST(MoeTest, MatchesReference) {
     const Target& t = Shipped(c.target);
     Composition comp = CheckLowering(spec, t, MoeDraw(c.d, c.dff), 1e-12, static_cast<uint64_t>(c.ne * 100 + c.d));
     const bool blocked = c.d % t.tile_cols() == 0 && c.dff % t.tile_cols() == 0;
-    ASSERT_EQ(comp.sections.size(), (blocked ? 6u : 4u) + (c.groups > 0 ? 1u : 0u)) << spec.ShortDebugString();
+    ASSERT_EQ(comp.sections.size(), (blocked ? 6u : 4u) + (c.groups > 0 ? 1u : 0u) + (c.shared > 0 ? 6u : 0u))
+        << spec.ShortDebugString();
     const CertifyResult cert = Certify(comp, t);
     EXPECT_TRUE(cert.ok()) << spec.ShortDebugString() << ": "
                            << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
@@ -194,6 +199,21 @@ TEST(MoeTest, AnExpertPastTheTableFaults) {
   }
 }
 
+// DeepSeek-V3's mixture at its real widths (hidden 7168, expert width 2048, 256 experts in 8 groups, top 4 groups,
+// top 8, sigmoid, selection bias, routed scale 2.5, one shared expert of 2048): lowered, and certified whole.
+TEST(MoeTest, DeepSeekV3MoeAtRealWidth) {
+  const Target& t = Shipped("wormhole_n150");
+  MoeCase full{"wormhole_n150", 7168, 2048, 256, 8, proto::MoeSpec::SIGMOID, true, 2.5, 8, 4, false, false, true,
+               false, false, /*shared=*/2048};
+  absl::StatusOr<Composition> comp = Lower(MoeSpecOf(full), t);
+  ASSERT_TRUE(comp.ok()) << comp.status();
+  ASSERT_EQ(comp->sections.size(), 13u);
+  EXPECT_EQ(comp->name, "moe_256x8_7168x2048_shared2048");
+  EXPECT_EQ(comp->sections.back().name, "binary_add_7168");
+  const CertifyResult cert = Certify(*comp, t);
+  EXPECT_TRUE(cert.ok()) << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
+}
+
 TEST(MoeTest, Refusals) {
   const Target& t = Shipped("test_tiny");
   auto status = [&](const MoeCase& c, auto edit) {
@@ -232,6 +252,16 @@ TEST(MoeTest, Refusals) {
             absl::InvalidArgumentError("moe.scale is -1: the routed scale is finite and positive (0: none)"));
   EXPECT_EQ(status(base, [](proto::OpSpec& s) { s.mutable_operands()->RemoveLast(); }).message(),
             "NotLowered: moe takes 5 operands, got 4");
+  MoeCase shared_clamped{"test_tiny", 6, 5, 8, 2, proto::MoeSpec::SOFTMAX, true, 0.0, 0, 0, false, false, false,
+                         false, /*clamped=*/true, /*shared=*/8};
+  EXPECT_EQ(status(shared_clamped, none).message(),
+            "NotLowered: a shared expert beside a clamped SwiGLU — the shared experts are a plain SwiGLU");
+  MoeCase shared = base;
+  shared.shared = 8;
+  EXPECT_EQ(status(shared, [](proto::OpSpec& s) { s.mutable_operands()->RemoveLast(); }).message(),
+            "NotLowered: moe takes 8 operands, got 7");
+  EXPECT_EQ(status(base, [](proto::OpSpec& s) { s.mutable_moe()->set_shared_dff(-2); }),
+            absl::InvalidArgumentError("moe.shared_dff is negative (-2)"));
   // The reference refuses alike.
   proto::OpSpec bad = MoeSpecOf(base);
   bad.mutable_moe()->set_group_count(3);
