@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash_fold.h"
 #include "lowerings/attention/flash_mask.h"
+#include "lowerings/attention/flash_split.h"
 #include "lowerings/tables/tables.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/pointwise.h"
@@ -86,7 +87,19 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
       ExceedsCircularBuffers(fold.sections[0], target.proto().num_cbs())) {
     return ValuePages(names, g, tag, target);
   }
-  if (!g.sinks) return fold;
+  std::vector<Composition> parts;
+  // Split: the parts' combine follows the fold.
+  auto finish = [&](Composition fold) -> absl::StatusOr<Composition> {
+    if (g.split == 1 && parts.empty()) return fold;
+    std::string name = fold.name;
+    parts.push_back(std::move(fold));
+    if (g.split > 1) {
+      ASSIGN_OR_RETURN(Composition combine, CombineParts(names, g, tag, target));
+      parts.push_back(std::move(combine));
+    }
+    return ComposeSections(std::move(name), std::move(parts), target);
+  };
+  if (!g.sinks) return finish(std::move(fold));
   // ★ A SINK IS THE RUNNING SOFTMAX'S FIRST TERM. Each fold row starts from its head's sink logit as its maximum,
   // with a sum of one and no value. The sinks are first spread one tile per item, a row's sink in its own column.
   const int64_t tw = target.tile_cols();
@@ -106,11 +119,8 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
   ASSIGN_OR_RETURN(Composition spread,
                    SpreadSinks(names.operand(*g.sinks), g.q.per_row, absl::StrCat(names.out, "__flash_sinks"),
                                fi.items * tw, head_of, target));
-  std::string name = fold.name;
-  std::vector<Composition> parts;
   parts.push_back(std::move(spread));
-  parts.push_back(std::move(fold));
-  return ComposeSections(std::move(name), std::move(parts), target);
+  return finish(std::move(fold));
 }
 
 absl::StatusOr<Composition> ValuePages(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,

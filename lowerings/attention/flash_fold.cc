@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash_mask.h"
+#include "lowerings/attention/flash_split.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "lowerings/toolkit/tables_rows_common.h"
@@ -63,10 +64,36 @@ absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
   if (g.window && g.window->span < 1)
     return NotLowered("a window of no positions — every row's softmax would be empty");
   if (g.cap && !(*g.cap > 0.0 || *g.cap < 0.0)) return absl::InvalidArgumentError("a soft cap of zero");
+  if (g.split > 1) {
+    const int64_t nb = CeilDiv(g.l, target.tile_rows());
+    // An item's K/V head must be affine in its query tile: the one latent cache, or one query tile a K/V head.
+    if (!g.grouped || (g.kvw != 1 && GroupTiles(g, target.tile_rows()) != 1) || nb % g.split != 0 ||
+        nb / g.split < 2 || g.v_part) {
+      return NotLowered(absl::StrCat("a split fold of ", g.split, " parts over ", nb,
+                                     " blocks that is not a regrouped decode whose parts fold two or more blocks "
+                                     "each"));
+    }
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler) {
+  const int64_t tr = t.tile_rows();
+  const int64_t w1 = t.tile_cols();
+  // m'[r] = max(m[r], m_in[r]), the NaN-ignoring pool over the pair.
+  const BufferId m_new = t.AddScratchDeep("new_max", 1, 1, Precision::kFp32);
+  t.AddGeneric("new_max", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kCol, 2, IterKind::kReduceMax}},
+               {m_run, m_in, scaler}, {PerRowMap(w1), PerRowMap(w1), ConstMap()}, PerRowMap(w1),
+               Select(Pred::Lt(LoopVar::kCol, 1), Op(0), Op(1)), m_new);
+  // a[r] = e^(m[r] - m'[r]), by the target's ACCURATE exp whatever its approx mode (as tt-metal's rescale): the
+  // fast exp has e^0 != 1 (0.9785 for Schraudolph), which would shrink the earlier blocks once per block.
+  const BufferId alpha = t.AddScratchDeep("rescale", 1, 1, Precision::kFp32);
+  t.AddGeneric("rescale", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
+               Unary(SfpuKind::ExpAccurate(), Sub(Op(0), Op(1))), alpha);
+  return {m_new, alpha};
+}
 
 absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                            const Target& target, int64_t pages) {
@@ -90,15 +117,18 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // head. Both are checked before a stage or an item is built.
   RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a flash fold of values ", g.vd, " wide"), "value pages", nv));
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a flash fold of ", g.q.rows, " x ", g.q.per_row, " query heads"),
-                                 fi.items));
+                                 CheckedMul(fi.items, g.split)));
   RETURN_IF_ERROR(TableBudget(absl::StrCat("a flash fold of ", g.q.rows, " x ", g.q.per_row, " query heads"),
                               CheckedMul(fi.items, tw)));
   const int64_t out_width = fi.per_row * part_t * tw;
   const int64_t out_width_t = fi.per_row * part_t;
   auto part = [nv](const std::string& name, int64_t j) { return nv == 1 ? name : absl::StrCat(name, j); };
   const int64_t nb = CeilDiv(g.l, tr);
+  // ★ A SPLIT FOLD DEALS THE BLOCKS ROUND ROBIN: part c folds blocks c, c + split, ...; all parts run one trip.
+  const int64_t split = g.split;
+  const int64_t nb_fold = nb / split;
   // One block needs no fold: the body's and the epilogue's stages run once, as prologue stages.
-  const bool fold = nb > 1;
+  const bool fold = nb_fold > 1;
   const Phase body_phase = fold ? Phase::kBody : Phase::kPrologue;
   const Phase epilogue_phase = fold ? Phase::kEpilogue : Phase::kPrologue;
 
@@ -148,7 +178,9 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const BufferId s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
   std::vector<BufferId> o_runs;
   for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, vt, acc));
-  if (!g.sinks) {
+  // Split: the combine takes the sinks, once (a part's running state starts empty).
+  const bool sinks = g.sinks.has_value() && split == 1;
+  if (!sinks) {
     t.AddGeneric("init_max", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(kMasked), m_run);
   } else {
     const TensorId sinks = t.AddTensor(absl::StrCat(names.out, "__flash_sinks"), TensorRole::kInput, 1, fi.items * tw,
@@ -158,14 +190,14 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     // Row r's sink is element r of the item's tile.
     t.AddGeneric("init_max", HeadSpace(tr, tw), {sk_in}, {Terms({{LoopVar::kRow, 1}})}, IdentMap(w1), Op(0), m_run);
   }
-  t.AddGeneric("init_sum", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(g.sinks ? 1.0 : 0.0), s_run);
+  t.AddGeneric("init_sum", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(sinks ? 1.0 : 0.0), s_run);
   for (int64_t j = 0; j < nv; ++j) {
     t.AddGeneric(part("init_out", j), HeadSpace(tr, vt * tw), {}, {}, IdentMap(wd), Const(0.0), o_runs[j]);
   }
 
   // ── The body, once per block: block b of K/V head x is tile row b of the cache from tile x * head_t.
   t.SetPhase(body_phase);
-  if (fold) t.Fold(nb);
+  if (fold) t.Fold(nb_fold);
   const BufferId k_in = t.AddBufferDeep("in_k", pages, head_t, precision);
   std::vector<BufferId> v_ins;
   if (!g.latent) {
@@ -175,10 +207,17 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // ★ A GROUP TALLER THAN A TILE READS ITS CACHE ONCE: its items' blocks are the same (they vary with the K/V head,
   // item x, alone), so the machine reads each block once and multicasts it along the group's query tiles.
   const bool shared = g.grouped && GroupTiles(g, tr) > 1;
+  // Split: item (y, c) is query tile y's part c, reading K/V head y (or the one cache) from block c.
   auto cache_block = [&](const std::string& name, TensorId tensor, int64_t base, int64_t cols, int64_t head,
                          int64_t stride, BufferId into) {
-    std::vector<Term> steps{{LoopVar::kItemX, head}};
-    if (fold) steps.push_back({LoopVar::kKBlock, stride});
+    std::vector<Term> steps;
+    if (split == 1) {
+      steps.push_back({LoopVar::kItemX, head});
+    } else {
+      if (g.kvw != 1) steps.push_back({LoopVar::kItemY, head});
+      steps.push_back({LoopVar::kItemX, stride});
+    }
+    if (fold) steps.push_back({LoopVar::kKBlock, split * stride});
     const StageId load = t.AddLoadPattern(
         name, tensor, AccessPattern{TileAddr{base, std::move(steps), std::nullopt}, 1, cols, 1, stride}, into);
     if (shared) t.SetMulticast(load, LoopVar::kItemY);
@@ -210,16 +249,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     t.AddGeneric("block_max", HeadSpace(tr, tr, IterKind::kReduceMax), ins, maps, PerRowMap(w1),
                  Live(mask, LoopVar::kCol, Op(0), Const(kMasked), 2), m_blk);
   }
-  // m'[r] = max(m[r], m_b[r]), the NaN-ignoring pool over the pair.
-  const BufferId m_new = t.AddScratchDeep("new_max", 1, 1, acc);
-  t.AddGeneric("new_max", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kCol, 2, IterKind::kReduceMax}},
-               {m_run, m_blk, sc_in}, {PerRowMap(w1), PerRowMap(w1), ConstMap()}, PerRowMap(w1),
-               Select(Pred::Lt(LoopVar::kCol, 1), Op(0), Op(1)), m_new);
-  // a[r] = e^(m[r] - m'[r]), by the target's ACCURATE exp whatever its approx mode (as tt-metal's rescale): the
-  // fast exp has e^0 != 1 (0.9785 for Schraudolph), which would shrink the earlier blocks once per block.
-  const BufferId alpha = t.AddScratchDeep("rescale", 1, 1, acc);
-  t.AddGeneric("rescale", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
-               Unary(SfpuKind::ExpAccurate(), Sub(Op(0), Op(1))), alpha);
+  const auto [m_new, alpha] = AddMaxUpdate(t, m_run, m_blk, sc_in);
   // P[r, j] = e^(S[r, j] - m'[r]) where live, exactly 0 where masked.
   const BufferId p_buf = t.AddScratchDeep("probs", 1, 1, acc);
   {
@@ -257,12 +287,43 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   }
   t.AddGeneric("fold_max", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1), Op(1),
                m_run);
-  AddNextStart(t, mask, nb);
+  AddNextStart(t, mask, nb, split * tr);
 
   // ── The epilogue, once per item: the attention, into the item's tile of the dense result. The value rounds from
-  // fp32 to the datapath here, once.
+  // fp32 to the datapath here, once. Split: the part's running state as it stands, at fp32, for the combine.
   t.SetPhase(epilogue_phase);
-  for (int64_t j = 0; j < nv; ++j) {
+  if (split > 1) {
+    const FlashPartials parts = FlashPartialsOf(names.out);
+    // Part (y, c) is tile row c * tiles_q + y of each partial.
+    // ★ A PART'S OUTPUT IS NORMALIZED BY ITS OWN SUM (flash-decoding's partial): bounded like an attention's, so
+    // the combine weighs it by s_c. A part that saw no live position has s = 0 and O = 0; its denominator is
+    // s + 1e-30 (seed 001's positive denominator), which leaves every live part's s >= 1 exactly as it is.
+    auto store_part = [&](const std::string& name, TensorId tensor, int64_t row_t, BufferId from, int64_t base,
+                          int64_t width_t, bool normalize) {
+      const BufferId buf = t.AddBufferDeep(absl::StrCat("out_", name), pages, width_t, acc);
+      const int64_t w = width_t * tw;
+      if (normalize) {
+        t.AddGeneric(absl::StrCat("normalize_", name), HeadSpace(tr, w), {from, s_run}, {IdentMap(w), PerRowMap(w1)},
+                     IdentMap(w), Mul(Op(0), Unary(SfpuKind::Recip(), Add(Op(1), Const(kPartSumFloor)))), buf);
+      } else {
+        t.AddGeneric(absl::StrCat("copy_", name), HeadSpace(tr, w), {from}, {IdentMap(w)}, IdentMap(w), Op(0), buf);
+      }
+      t.AddStoreBlock(absl::StrCat("store_", name), tensor, base,
+                      {{LoopVar::kItemY, row_t}, {LoopVar::kItemX, fi.tiles_q * row_t}}, {.w = width_t, .pitch = row_t},
+                      buf);
+    };
+    auto partial = [&](const std::string& name, int64_t cols) {
+      return t.AddTensor(name, TensorRole::kOutput, split * fi.rows, cols, acc, TensorInit::Zero());
+    };
+    // The output first: the items' rects are in it.
+    const TensorId o_part = partial(parts.out, out_width);
+    for (int64_t j = 0; j < nv; ++j) {
+      store_part(part("part_out", j), o_part, out_width_t, o_runs[j], j * vt, vt, true);
+    }
+    store_part("part_max", partial(parts.max, tw), 1, m_run, 0, 1, false);
+    store_part("part_sum", partial(parts.sum, tw), 1, s_run, 0, 1, false);
+  }
+  for (int64_t j = 0; j < nv && split == 1; ++j) {
     const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);
     t.AddGeneric(part("normalize", j), HeadSpace(tr, vt * tw), {o_runs[j], s_run}, {IdentMap(wd), PerRowMap(w1)},
                  IdentMap(wd), Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
@@ -272,22 +333,26 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
 
   // Item y owns query tile y / per_row of head y mod per_row and reads K/V head kv_of(head) (grouped: query tile y,
   // of K/V head y / GroupTiles).
+  // Split: item (y, c) is part c of query tile y.
   std::vector<WorkItem> items;
   for (int64_t y = 0; y < fi.items; ++y) {
     const int64_t qt = y / fi.per_row;
     const int64_t h = y % fi.per_row;
     const int64_t kv_head = g.grouped ? y / GroupTiles(g, tr) : g.q.kv_of(h);
-    items.push_back(WorkItem{.id = y, .y = y, .x = kv_head, .out = TileRect{.row0_t = qt, .col0_t = h * part_t,
-                                                                            .w_t = part_t}});
+    for (int64_t c = 0; c < split; ++c) {
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = split > 1 ? c : kv_head,
+                               .out = TileRect{.row0_t = c * fi.tiles_q + qt, .col0_t = h * part_t, .w_t = part_t}});
+    }
   }
   // ★ THE BLOCKS RUN TO THE POSITION. Query row r sees the positions below P + r, so no row reads a block past
   // ceil((P + T - 1) / tile): every later block is masked whole, its update the identity. That count is the fold's
   // trip, read from P before the program runs, admitting exactly the P the guard does, 1 <= P <= rows - (T - 1).
   if (mask.position && mask.counted) {
     t.SetTrip(Trip{.tensor = *mask.position, .elem = 0, .lo = 1, .hi = BoundMax(g.rows, g.q.rows),
-                   .bias = g.q.rows - 1, .per = tr}, nb);
+                   .bias = g.q.rows - 1, .per = tr * split}, nb_fold);
   }
   std::string values = g.latent ? "_latent" : "";
+  if (split > 1) absl::StrAppend(&values, "_split", split);
   if (g.v_part) {
     absl::StrAppend(&values, "_v", g.vd, "_pages", g.v_part->first, "+", g.v_part->second);
   } else if (g.vd != g.hd) {
@@ -295,7 +360,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   }
   // ★ THE BLOCKS ARE THE CONTRACTION'S K BLOCKS: an item's result is one tile row of the dense result; the cache's
   // ceil(l / tile) blocks are what it folds over.
-  t.SetPlan(BlockPlan{.per_site_n = part_t, .grid_y = fi.tiles_q, .grid_x = fi.per_row, .num_blocks = nb,
+  t.SetPlan(BlockPlan{.per_site_n = part_t, .grid_y = fi.tiles_q, .grid_x = fi.per_row * split, .num_blocks = nb_fold,
                       .osw = part_t});
   return FinishSection(
       t, absl::StrCat(std::string(tag), "_flash_blocks_", fi.items, "x", g.hd, values, "_l", g.l, "_b", tr),

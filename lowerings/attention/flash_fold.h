@@ -31,9 +31,11 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "lowerings/attention/geometry.h"
+#include "spatial/builder.h"
 #include "spatial/program.h"
 #include "targets/target.h"
 
@@ -55,6 +57,11 @@ namespace spatial {
 // (or, masked, an integer one); MissingPrecision without an fp32 accumulator or an index integer.
 absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                            const Target& target, int64_t pages);
+
+// The running maximum's update, the fold's and the split combine's (flash_split.h) alike: stages "new_max"
+// (m' = max(m_run, m_in) per row, the NaN-ignoring pool; `scaler` the reduce engine's ones tile) and "rescale"
+// (a = e^(m_run - m'), the accurate exp), into fp32 scratch. Returns (m', a).
+std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler);
 
 // ★ TWO PAGES WHERE THEY FIT, ONE WHERE THEY DO NOT (l.5329): the two-page fold when its site footprint fits the
 // target's local memory, else the one-page fold (which computes the same values).

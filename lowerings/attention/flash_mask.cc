@@ -96,7 +96,18 @@ absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, 
   }
   if (m.counted) {
     const BufferId start = t.AddScratchDeep("block_start", 2, 1, ix);
-    t.AddGeneric("init_start", FlatSpace(1), {}, {}, IdentMap(w1), Const(0.0), start);
+    if (g.split == 1) {
+      t.AddGeneric("init_start", FlatSpace(1), {}, {}, IdentMap(w1), Const(0.0), start);
+    } else {
+      // Part c starts at block c: its first position, c * tile, from a table of one tile per part.
+      std::vector<int64_t> starts(static_cast<size_t>(g.split * tw), 0);
+      for (int64_t c = 0; c < g.split; ++c) starts[c * tw] = c * tr;
+      const TensorId starts_t = t.AddTensor(absl::StrCat(names.out, "__flash_part_start"), TensorRole::kParam, 1,
+                                            g.split * tw, ix, TensorInit::Values(std::move(starts)));
+      const BufferId s_in = t.AddBufferDeep("in_part_start", 1, 1, ix);
+      t.AddLoadBlockAt("load_part_start", starts_t, 0, {{LoopVar::kItemX, 1}}, {}, s_in);
+      t.AddGeneric("init_start", FlatSpace(1), {s_in}, {Fixed(0)}, IdentMap(w1), Op(0), start);
+    }
     m.start = start;
   }
   return m;
@@ -141,14 +152,14 @@ void AddBlockLimits(Template& t, FoldMask& m, const FlashGeometry& g, int64_t nb
   m.floor = floor_b;
 }
 
-void AddNextStart(Template& t, const FoldMask& m, int64_t nb) {
+void AddNextStart(Template& t, const FoldMask& m, int64_t nb, int64_t step) {
   if (!m.start) return;
   const int64_t tr = t.tile_rows();
   std::vector<BufferId> ins;
   std::vector<ElemAccess> maps;
   const int k = AddGuardedRead(ins, maps, *m.start, Fixed(0), nb * tr);
   t.AddGeneric("next_start", FlatSpace(1), ins, maps, IdentMap(t.PageWidth(1)),
-               Add(Op(k), Const(static_cast<double>(tr))), *m.start);
+               Add(Op(k), Const(static_cast<double>(step))), *m.start);
 }
 
 Body Live(const FoldMask& m, LoopVar axis, Body then, Body otherwise, int at) {

@@ -64,8 +64,8 @@ absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, 
 // The body part that precedes the scores: `block_limit` (lim = row_limit - start) and `block_floor`.
 void AddBlockLimits(Template& t, FoldMask& m, const FlashGeometry& g, int64_t nb, Precision ix);
 
-// The last body stage: `next_start` (start += tile). No-op unless counted.
-void AddNextStart(Template& t, const FoldMask& m, int64_t nb);
+// The last body stage: `next_start` (start += step: a tile, or a split fold's parts' tiles). No-op unless counted.
+void AddNextStart(Template& t, const FoldMask& m, int64_t nb, int64_t step);
 
 // `then` where position `axis` of the block is live for the row, `otherwise` where it is masked: below the row's
 // block limit and, windowed, at or past its floor, read from input slots `at` and `at + 1`. Select is lazy, so a

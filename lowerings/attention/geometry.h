@@ -121,6 +121,9 @@ struct FlashGeometry {
   std::optional<int64_t> sinks;
   bool grouped = false;
   bool latent = false;
+  // Flash-decoding (flash_split.h): the cache's blocks dealt round robin to `split` items per query tile, block b to
+  // item b mod split, each folding its blocks to a partial (m, s, O) that a combine section merges. 1: no split.
+  int64_t split = 1;
   double scale = 1.0;
   std::optional<double> cap;
 };

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"
+#include "lowerings/attention/flash_split.h"
 #include "lowerings/attention/relayout.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/size_budget.h"
@@ -90,6 +91,7 @@ absl::StatusOr<Composition> GroupedDecodeAttention(const AttentionNames& names, 
 
   FlashGeometry grouped = g;
   grouped.grouped = true;
+  grouped.split = DecodeSplit(grouped, target);
   ASSIGN_OR_RETURN(Composition fold,
                    FlashAttention(names.WithOut(grouped_ctx).WithOperand(0, grouped_q), grouped, tag, target));
 

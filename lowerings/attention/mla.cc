@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"
+#include "lowerings/attention/flash_split.h"
 #include "lowerings/attention/relayout_rows.h"
 #include "lowerings/matmul/head_matmul.h"
 #include "lowerings/tables/tables.h"
@@ -114,6 +115,7 @@ absl::StatusOr<Composition> FromMla(const proto::OpSpec& spec, const Target& tar
   g.grouped = true;
   g.latent = true;
   g.scale = s.scale;
+  g.split = DecodeSplit(g, target);
   AttentionNames fold_names{name("ctx"), {internal("q"), ops[2], ops[2]}};
   if (s.limit) fold_names.operands.push_back(ops[4]);
   // The fold reads P as its operand 3.

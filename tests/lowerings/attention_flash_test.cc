@@ -20,13 +20,23 @@ const Section& FoldOf(const Composition& c) {
   return s != nullptr ? *s : c.sections.back();
 }
 
-// Structure every fold shares: its carries at fp32 and depth 2, its name, its block count and trip.
+// The parts a decode fold is split into (flash_split.h), read from its name ("_split{n}"); 1 when not split.
+int64_t SplitOf(const Composition& comp) {
+  const std::string& name = FoldOf(comp).name;
+  const size_t at = name.find("_split");
+  return at == std::string::npos ? 1 : std::stoll(name.substr(at + 6));
+}
+
+// Structure every fold shares: its carries at fp32 and depth 2, its name, its block count and trip (a split fold's
+// parts each fold their share of the blocks, and the trip counts a part's blocks).
 void ExpectFoldShape(const Composition& comp, const AttnCase& c, const Target& t) {
   const Section& s = FoldOf(comp);
   const int64_t tr = t.tile_rows();
   const int64_t attended = c.pos == Pos::kLiteral ? c.p + c.rows - 1 : c.l;
+  const int64_t split = SplitOf(comp);
   const int64_t nb = CeilDiv(attended, tr);
-  EXPECT_EQ(s.num_blocks, nb) << s.name;
+  EXPECT_EQ(nb % split, 0) << s.name;
+  EXPECT_EQ(s.num_blocks, nb / split) << s.name;
   EXPECT_TRUE(absl::StrContains(s.name, absl::StrCat("_flash_blocks_"))) << s.name;
   EXPECT_TRUE(absl::EndsWith(s.name, absl::StrCat("_l", attended, "_b", tr))) << s.name;
   for (const char* carry : {"run_max", "run_sum"}) {
@@ -36,12 +46,12 @@ void ExpectFoldShape(const Composition& comp, const AttnCase& c, const Target& t
     EXPECT_EQ(s.buffers[b].depth, 2);
   }
   // The blocks run to the position: a trip exactly when P is an operand and there is more than one block.
-  EXPECT_EQ(s.trip.has_value(), c.pos == Pos::kNamed && nb > 1) << s.name;
+  EXPECT_EQ(s.trip.has_value(), c.pos == Pos::kNamed && nb / split > 1) << s.name;
   if (s.trip) {
     EXPECT_EQ(s.trip->lo, 1);
     EXPECT_EQ(s.trip->hi, c.l + 1 - c.rows);
     EXPECT_EQ(s.trip->bias, c.rows - 1);
-    EXPECT_EQ(s.trip->per, tr);
+    EXPECT_EQ(s.trip->per, tr * split);
   }
   EXPECT_EQ(s.claim.reason, "attention in bf16");
   EXPECT_EQ(s.acc_precision, Precision::kFp32);
@@ -116,7 +126,7 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnTestTiny) {
     if (s.form == Form::kGrouped) {
       ASSERT_GE(comp.sections.size(), 3u);
       EXPECT_TRUE(absl::StrContains(comp.sections.front().name, "_gqa_groups_"));
-      EXPECT_EQ(FoldOf(comp).items.size(), static_cast<size_t>(s.c.kv));
+      EXPECT_EQ(FoldOf(comp).items.size(), static_cast<size_t>(s.c.kv * SplitOf(comp)));
     } else {
       EXPECT_EQ(FoldOf(comp).items.size(), static_cast<size_t>(CeilDiv(s.c.rows, 8) * s.c.h));
     }
@@ -128,7 +138,8 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnTestTiny) {
       EXPECT_LE(static_cast<int64_t>(sec.buffers.size()), t.proto().num_cbs()) << sec.name;
     }
     const size_t fold_sections = folds == 1 ? 1 : 2 * folds - 1;
-    EXPECT_EQ(comp.sections.size() - (s.form == Form::kGrouped ? 2 : 0), fold_sections + (s.c.sinks ? 1 : 0));
+    EXPECT_EQ(comp.sections.size() - (s.form == Form::kGrouped ? 2 : 0),
+              fold_sections + (s.c.sinks ? 1 : 0) + (SplitOf(comp) > 1 ? 1 : 0));
     // Wherever else it lowers (the 32-wide targets take the heads of whole 32-wide tiles), it certifies.
     EXPECT_GE(CertifyOnShipped(AttnSpec(s.c), s.form), 1);
     ++checked;

@@ -1,0 +1,50 @@
+// Flash-decoding (tt-metal's SDPA decode, FlashDecoding): a decode step's cache split across sites. A fold of
+// FlashGeometry.split parts deals its blocks round robin — part c folds blocks c, c + split, ... — and leaves each
+// part's maximum m_c, sum s_c and output normalized by its own sum, Ô_c = O_c / s_c, at fp32; the combine section
+// then merges the parts as the fold merges blocks: M' = max(M, m_c), w_c = e^(m_c - M') s_c, S = e^(M - M') S + w_c,
+// O = e^(M - M') O + w_c Ô_c, and divides once. The rescale identity is exact, so the split changes only the order
+// of the sums.
+//
+// ★ ONE ITEM PER K/V HEAD LEAVES THE GRID IDLE. A decode step of 8 K/V heads (or MLA's one latent cache) is 8 (or
+// 4) items over a 64-site grid; split 8 (or 16) ways, every site streams its own part of the cache.
+#ifndef LOWERINGS_ATTENTION_FLASH_SPLIT_H_
+#define LOWERINGS_ATTENTION_FLASH_SPLIT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "lowerings/attention/geometry.h"
+#include "spatial/program.h"
+#include "targets/target.h"
+
+namespace spatial {
+
+// The partial tensors a split fold writes for result `out`: "{out}__flash_part_{max,sum,out}", fp32, part c of query
+// tile y at tile row c * tiles_q + y (max and sum one tile wide, row r's value in row r; out as wide as the result).
+// The floor a part's sum takes in its own normalization: far below any live part's s >= 1, so it is exact there,
+// and it keeps a part with no live position at Ô = 0 instead of 0/0.
+inline constexpr double kPartSumFloor = 1e-30;
+
+struct FlashPartials {
+  std::string max;
+  std::string sum;
+  std::string out;
+};
+FlashPartials FlashPartialsOf(const std::string& out);
+
+// The split a decode fold takes on `target`: the most parts that divide its blocks, leave each part two or more,
+// and keep the items within the grid's sites; 1 (no split) for a fold that is not a regrouped decode whose K/V head
+// is affine in its query tile, or a value part.
+int64_t DecodeSplit(const FlashGeometry& g, const Target& target);
+
+// The combine section of a split fold `g` into names.out (the fold's result, as the unsplit fold writes it), an item
+// per query tile folding the g.split parts as blocks; with sinks, each row starts from its head's sink (the fold's
+// "{out}__flash_sinks"). Section "{tag}_flash_combine_{items}x{split}_v{vd}", claim "attention in {precision}".
+absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
+                                         const Target& target);
+
+}  // namespace spatial
+
+#endif  // LOWERINGS_ATTENTION_FLASH_SPLIT_H_
