@@ -413,7 +413,11 @@ std::vector<OpCase> AttentionCases() {
            {"test_tiny", {.h = 2, .kv = 1, .hd = 6, .vd = 6, .l = 10, .named_p = 7, .sinks = true}},
            {"test_tiny", {.h = 4, .kv = 2, .hd = 8, .vd = 8, .l = 20, .named_p = 10}},
            {"test_tiny", {.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 16, .rows = 3, .named_p = 5, .sliding = 4}},
-           {"wormhole_n150", {.h = 4, .kv = 1, .hd = 64, .vd = 64, .l = 64, .named_p = 40}}}) {
+           {"wormhole_n150", {.h = 4, .kv = 1, .hd = 64, .vd = 64, .l = 64, .named_p = 40}},
+           // Split decode (flash_split.h): the parts' partials at fp32 and their combine.
+           {"test_tiny", {.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .named_p = 30}},
+           {"test_tiny", {.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .named_p = 9, .sinks = true}},
+           {"wormhole_n150", {.h = 32, .kv = 8, .hd = 128, .vd = 128, .l = 512, .named_p = 300}}}) {
     v.push_back({t, AttnSpec(c), AttnDraw(c.named_p)});
   }
   return v;

@@ -99,6 +99,13 @@ std::vector<Shaped> TinyCases() {
   add({.h = 16, .kv = 2, .hd = 16, .vd = 8, .l = 30, .pos = Pos::kNamed, .p = 17, .sinks = true}, Form::kGrouped);
   add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 33, .pos = Pos::kNamed, .p = 30, .sliding = 9}, Form::kGrouped);
   add({.h = 4, .kv = 1, .hd = 16, .vd = 16, .l = 18, .cap = 0.4}, Form::kGrouped);
+  // ── Split decode (flash_split.h): four blocks over two parts per K/V head, with windows, sinks and a cap.
+  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 30, .sliding = 9}, Form::kGrouped);
+  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 3, .sliding = 9}, Form::kGrouped);
+  add({.h = 4, .kv = 2, .hd = 8, .vd = 16, .l = 32, .pos = Pos::kNamed, .p = 27, .chunked = 12}, Form::kGrouped);
+  add({.h = 8, .kv = 2, .hd = 16, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 9, .sinks = true, .cap = 0.7},
+      Form::kGrouped);
+  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kLiteral, .p = 29}, Form::kGrouped);
   // ── Prefill blocks: T > 1 rows under a causal bound.
   add({.h = 2, .kv = 1, .hd = 16, .vd = 16, .l = 20, .rows = 5, .pos = Pos::kLiteral, .p = 10});
   add({.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 30, .rows = 8, .pos = Pos::kNamed, .p = 12});
@@ -117,6 +124,7 @@ std::vector<Shaped> TinyCases() {
 TEST(AttentionFlashTest, MatchesNaiveReferenceOnTestTiny) {
   const Target& t = Shipped("test_tiny");
   int checked = 0;
+  int splits = 0;
   uint64_t seed = 11;
   for (const Shaped& s : TinyCases()) {
     const Composition comp = CheckAttention(s.c, t, s.form, seed++);
@@ -142,9 +150,11 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnTestTiny) {
               fold_sections + (s.c.sinks ? 1 : 0) + (SplitOf(comp) > 1 ? 1 : 0));
     // Wherever else it lowers (the 32-wide targets take the heads of whole 32-wide tiles), it certifies.
     EXPECT_GE(CertifyOnShipped(AttnSpec(s.c), s.form), 1);
+    splits += SplitOf(comp) > 1;
     ++checked;
   }
   EXPECT_GE(checked, 40);
+  EXPECT_GE(splits, 5) << "the split decode's cases did not split";
 }
 
 // Real shapes on the 32 x 32 targets, modest in positions (the VM is f64 and simple).
