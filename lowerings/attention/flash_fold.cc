@@ -1,6 +1,7 @@
 #include "lowerings/attention/flash_fold.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,7 +161,11 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, v_elems));
     v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
   }
-  const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, out_width, precision, TensorInit::Zero());
+  // Split: the parts' partials are the fold's results, and the combine writes names.out.
+  const std::optional<TensorId> c =
+      g.split > 1 ? std::nullopt
+                  : std::optional<TensorId>(t.AddTensor(names.out, TensorRole::kOutput, fi.rows, out_width, precision,
+                                                        TensorInit::Zero()));
 
   // ── The prologue, once per item: the scaler, the query tile, and each row's limit.
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
@@ -327,7 +332,8 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);
     t.AddGeneric(part("normalize", j), HeadSpace(tr, vt * tw), {o_runs[j], s_run}, {IdentMap(wd), PerRowMap(w1)},
                  IdentMap(wd), Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
-    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, part_t}}, {.w = vt, .pitch = out_width_t}, out);
+    t.AddStoreBlock(part("store_ctx", j), *c, j * vt, {{LoopVar::kItemY, part_t}}, {.w = vt, .pitch = out_width_t},
+                    out);
   }
   WireFirstReaders(t);
 
