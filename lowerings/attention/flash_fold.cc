@@ -80,6 +80,23 @@ absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
 
 }  // namespace
 
+void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t items, Precision precision,
+                     BufferId m_run, BufferId s_run) {
+  const int64_t tr = t.tile_rows();
+  const int64_t tw = t.tile_cols();
+  if (!sinks) {
+    t.AddGeneric("init_max", HeadSpace(tr, tw), {}, {}, IdentMap(tw), Const(kMasked), m_run);
+  } else {
+    const TensorId sinks_t = t.AddTensor(absl::StrCat(out, "__flash_sinks"), TensorRole::kInput, 1, items * tw,
+                                         precision, TensorInit::External());
+    const BufferId sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
+    t.AddLoadBlockAt("load_sinks", sinks_t, 0, {{LoopVar::kItemY, 1}}, {}, sk_in);
+    // Row r's sink is element r of the item's tile.
+    t.AddGeneric("init_max", HeadSpace(tr, tw), {sk_in}, {Terms({{LoopVar::kRow, 1}})}, IdentMap(tw), Op(0), m_run);
+  }
+  t.AddGeneric("init_sum", HeadSpace(tr, tw), {}, {}, IdentMap(tw), Const(sinks ? 1.0 : 0.0), s_run);
+}
+
 std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler) {
   const int64_t tr = t.tile_rows();
   const int64_t w1 = t.tile_cols();
@@ -184,18 +201,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   std::vector<BufferId> o_runs;
   for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, vt, acc));
   // Split: the combine takes the sinks, once (a part's running state starts empty).
-  const bool sinks = g.sinks.has_value() && split == 1;
-  if (!sinks) {
-    t.AddGeneric("init_max", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(kMasked), m_run);
-  } else {
-    const TensorId sinks = t.AddTensor(absl::StrCat(names.out, "__flash_sinks"), TensorRole::kInput, 1, fi.items * tw,
-                                       precision, TensorInit::External());
-    const BufferId sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
-    t.AddLoadBlockAt("load_sinks", sinks, 0, {{LoopVar::kItemY, 1}}, {}, sk_in);
-    // Row r's sink is element r of the item's tile.
-    t.AddGeneric("init_max", HeadSpace(tr, tw), {sk_in}, {Terms({{LoopVar::kRow, 1}})}, IdentMap(w1), Op(0), m_run);
-  }
-  t.AddGeneric("init_sum", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(sinks ? 1.0 : 0.0), s_run);
+  AddSoftmaxStart(t, names.out, g.sinks.has_value() && split == 1, fi.items, precision, m_run, s_run);
   for (int64_t j = 0; j < nv; ++j) {
     t.AddGeneric(part("init_out", j), HeadSpace(tr, vt * tw), {}, {}, IdentMap(wd), Const(0.0), o_runs[j]);
   }

@@ -30,6 +30,7 @@
 #define LOWERINGS_ATTENTION_FLASH_FOLD_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -57,6 +58,11 @@ namespace spatial {
 // (or, masked, an integer one); MissingPrecision without an fp32 accumulator or an index integer.
 absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                            const Target& target, int64_t pages);
+
+// The running softmax's first state, the fold's and the split combine's alike: "init_max" (MASKED, or with `sinks`
+// row r's sink, element r of the item's tile of "{out}__flash_sinks", 1 x items*tile) and "init_sum" (0, or 1).
+void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t items, Precision precision,
+                     BufferId m_run, BufferId s_run);
 
 // The running maximum's update, the fold's and the split combine's (flash_split.h) alike: stages "new_max"
 // (m' = max(m_run, m_in) per row, the NaN-ignoring pool; `scaler` the reduce engine's ones tile) and "rescale"

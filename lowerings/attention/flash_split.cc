@@ -73,17 +73,7 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   const BufferId m_run = t.AddScratchDeep("run_max", 2, 1, acc);
   const BufferId s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
   const BufferId o_run = t.AddScratchDeep("run_out", 2, vt, acc);
-  if (!g.sinks) {
-    t.AddGeneric("init_max", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(kMasked), m_run);
-  } else {
-    const TensorId sinks = t.AddTensor(absl::StrCat(names.out, "__flash_sinks"), TensorRole::kInput, 1, fi.items * tw,
-                                       precision, TensorInit::External());
-    const BufferId sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
-    t.AddLoadBlockAt("load_sinks", sinks, 0, {{LoopVar::kItemY, 1}}, {}, sk_in);
-    t.AddGeneric("init_max", HeadSpace(tr, tw), {sk_in}, {ElemAccess{0, {{LoopVar::kRow, 1}}, std::nullopt}},
-                 IdentMap(w1), Op(0), m_run);
-  }
-  t.AddGeneric("init_sum", HeadSpace(tr, tw), {}, {}, IdentMap(w1), Const(g.sinks ? 1.0 : 0.0), s_run);
+  AddSoftmaxStart(t, names.out, g.sinks.has_value(), fi.items, precision, m_run, s_run);
   t.AddGeneric("init_out", HeadSpace(tr, wd), {}, {}, IdentMap(wd), Const(0.0), o_run);
 
   // The body, once per part c: query tile y's part c is tile row c * tiles_q + y of each partial.
