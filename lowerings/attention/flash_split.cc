@@ -91,7 +91,8 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   const BufferId s_in = load_part("in_part_sum", s_t, 1, 1);
   const BufferId o_in = load_part("in_part_out", o_t, out_width_t, vt);
   // M' = max(M, m_c), the fold's NaN-ignoring pool over the pair; a = e^(M - M') and b = e^(m_c - M') by the
-  // ACCURATE exp, as the fold's rescale (a part that saw only masked positions has m_c = MASKED, s_c = 0, O_c = 0).
+  // ACCURATE exp, as the fold's rescale. A part that saw only masked positions has m_c = MASKED, s_c = 0 and
+  // O/s = 0: its weight is 0.
   const auto [m_new, alpha] = AddMaxUpdate(t, m_run, m_in, sc_in);
   const BufferId beta = t.AddScratchDeep("part_scale", 1, 1, acc);
   t.AddGeneric("part_scale", HeadSpace(tr, 1), {m_in, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
