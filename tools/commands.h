@@ -24,6 +24,7 @@ Subcommand CertifyCommand();
 Subcommand TargetsCommand();
 Subcommand OpsCommand();
 Subcommand OptCommand();
+Subcommand ModelCommand();
 
 }  // namespace spatial
 

@@ -22,6 +22,7 @@ std::vector<Subcommand> Subcommands() {
       LowerCommand(),
       CertifyCommand(),
       SimulateCommand(),
+      ModelCommand(),
       VmCommand(),
       InspectCommand(),
       OptCommand(),

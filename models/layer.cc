@@ -1,0 +1,160 @@
+#include "models/layer.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "lowerings/attention/flash.h"  // ComposeSections
+#include "lowerings/registry.h"
+#include "passes/handles.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+namespace {
+
+proto::OpSpec Spec(const std::string& out, std::initializer_list<const char*> operands) {
+  proto::OpSpec s;
+  s.set_out(out);
+  for (const char* o : operands) s.add_operands()->set_name(o);
+  return s;
+}
+
+proto::OpSpec Norm(const std::string& out, const char* in, const char* w, int64_t rows, int64_t cols, double eps,
+                   bool per_head) {
+  proto::OpSpec s = Spec(out, {in, w});
+  auto* f = s.mutable_fused_row();
+  f->set_rows(rows);
+  f->set_cols(cols);
+  f->set_reduce(proto::FusedRowSpec::RMS_NORM);
+  f->set_weight(true);
+  f->set_eps(eps);
+  f->set_per_head(per_head);
+  return s;
+}
+
+proto::OpSpec Matmul(const std::string& out, const char* in, const char* w, int64_t k, int64_t n) {
+  proto::OpSpec s = Spec(out, {in, w});
+  auto* m = s.mutable_matmul();
+  m->set_m(1);
+  m->set_k(k);
+  m->set_n(n);
+  return s;
+}
+
+proto::OpSpec Binary(const std::string& out, const char* a, const char* b, proto::BinarySpec::Op op, int64_t n) {
+  proto::OpSpec s = Spec(out, {a, b});
+  s.mutable_binary()->set_op(op);
+  s.mutable_binary()->set_n(n);
+  return s;
+}
+
+proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, const ModelConfig& c, int64_t cache) {
+  proto::OpSpec s = Spec(out, {in, "rope_cos", "rope_sin", "pos"});
+  auto* r = s.mutable_rope();
+  r->set_h(heads);
+  r->set_hd(c.head_dim);
+  r->set_half(c.head_dim / 2);
+  r->set_rows(1);
+  r->mutable_from()->set_named("pos");
+  r->set_cache(cache);
+  r->set_theta(c.rope_theta);
+  return s;
+}
+
+proto::OpSpec CacheWrite(const char* cache, const char* row, int64_t rows, int64_t cols) {
+  proto::OpSpec s = Spec(cache, {cache, row, "pos"});
+  auto* w = s.mutable_set_row();
+  w->set_rows(rows);
+  w->set_cols(cols);
+  w->set_count(1);
+  w->mutable_index()->set_named("pos");
+  w->set_float_(true);
+  w->set_dense(true);  // the flash attention reads its cache as dense tiles (geometry.h, AttentionReadsDense)
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, const DecodePhase& phase) {
+  if (layer < 0 || layer >= c.layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " is outside the model's ", c.layers, " layers (0..", c.layers - 1, ")"));
+  }
+  if (phase.cache < 1 || phase.cache > c.max_positions) {
+    return absl::InvalidArgumentError(absl::StrCat("a cache of ", phase.cache, " rows: it must be 1..",
+                                                   c.max_positions, " (max_position_embeddings)"));
+  }
+  if (phase.position < 1 || phase.position > phase.cache) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decode position ", phase.position, " is outside the cache's rows 1..", phase.cache));
+  }
+  const int64_t d = c.hidden, hd = c.head_dim, qw = c.heads * hd, kvw = c.kv_heads * hd, ff = c.intermediate;
+  LayerPlan p;
+  p.name = absl::StrCat(c.architecture, "_layer", layer, "_decode_p", phase.position, "_l", phase.cache);
+  auto add = [&](const char* label, proto::OpSpec spec) { p.ops.push_back({label, std::move(spec)}); };
+  add("attn_norm", Norm("h", "x", "attn_norm_w", 1, d, c.eps, false));
+  add("q_proj", Matmul("q", "h", "wq", d, qw));
+  add("k_proj", Matmul("k", "h", "wk", d, kvw));
+  add("v_proj", Matmul("v", "h", "wv", d, kvw));
+  add("q_norm", Norm("q_n", "q", "q_norm_w", c.heads, hd, c.eps, true));
+  add("k_norm", Norm("k_n", "k", "k_norm_w", c.kv_heads, hd, c.eps, true));
+  add("q_rope", Rope("q_rot", "q_n", c.heads, c, phase.cache));
+  add("k_rope", Rope("k_rot", "k_n", c.kv_heads, c, phase.cache));
+  add("k_cache_write", CacheWrite("k_cache", "k_rot", phase.cache, kvw));
+  add("v_cache_write", CacheWrite("v_cache", "v", phase.cache, kvw));
+  {
+    proto::OpSpec s = Spec("ctx", {"q_rot", "k_cache", "v_cache", "pos"});
+    auto* a = s.mutable_attention();
+    a->set_h(c.heads);
+    a->set_kv(c.kv_heads);
+    a->set_hd(hd);
+    a->set_vd(hd);
+    a->set_l(phase.cache);
+    a->set_rows(1);
+    a->mutable_pos()->set_named("pos");
+    add("attention", std::move(s));
+  }
+  add("o_proj", Matmul("attn_out", "ctx", "wo", qw, d));
+  add("attn_residual", Binary("h1", "x", "attn_out", proto::BinarySpec::ADD, d));
+  add("mlp_norm", Norm("h2", "h1", "mlp_norm_w", 1, d, c.eps, false));
+  add("gate_proj", Matmul("gate", "h2", "w_gate", d, ff));
+  add("up_proj", Matmul("up", "h2", "w_up", d, ff));
+  {
+    proto::OpSpec s = Spec("act", {"gate"});
+    s.mutable_silu()->set_n(ff);
+    add("silu", std::move(s));
+  }
+  add("swiglu_mul", Binary("prod", "act", "up", proto::BinarySpec::MUL, ff));
+  add("down_proj", Matmul("mlp_out", "prod", "w_down", ff, d));
+  add("mlp_residual", Binary("x_out", "h1", "mlp_out", proto::BinarySpec::ADD, d));
+  p.weights = {"attn_norm_w", "wq", "wk", "wv", "q_norm_w", "k_norm_w", "wo", "mlp_norm_w", "w_gate", "w_up", "w_down"};
+  p.state = {"k_cache", "v_cache"};
+  return p;
+}
+
+absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& target) {
+  LoweredLayer out;
+  std::vector<Composition> parts;
+  std::set<std::string> given{"x", "pos", "rope_cos", "rope_sin"};
+  for (const std::string& w : plan.weights) given.insert(w);
+  for (const std::string& s : plan.state) given.insert(s);
+  int first = 0;
+  for (const LayerOp& op : plan.ops) {
+    absl::StatusOr<Composition> c = Lower(op.spec, target);
+    if (!c.ok()) {
+      return absl::Status(c.status().code(), absl::StrCat("layer op '", op.label, "': ", c.status().message()));
+    }
+    const int n = static_cast<int>(c->sections.size());
+    out.op_sections.emplace_back(first, first + n);
+    first += n;
+    parts.push_back(*std::move(c));
+  }
+  out.program = ComposeSections(plan.name, std::move(parts), target);
+  // ★ THE OPS MEET THROUGH TYPED HANDLES: every name an op reads is produced by an earlier op or given to the run,
+  // and holds one shape and precision in every section.
+  if (absl::Status st = CheckHandles(out.program, &given); !st.ok()) {
+    return absl::InternalError(absl::StrCat("layer '", plan.name, "': ", st.message()));
+  }
+  return out;
+}
+
+}  // namespace spatial

@@ -1,0 +1,99 @@
+#include "models/model_config.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lowerings/toolkit/common.h"
+#include "proto/model_config.pb.h"
+#include "spatial/proto_file.h"
+
+#include <google/protobuf/util/json_util.h>
+
+namespace spatial {
+namespace {
+
+// The examples' folder in the source tree (the tool is run from a build of it).
+std::string ExamplesDir() { return SPATIAL_MODELS_DIR; }
+
+}  // namespace
+
+std::vector<std::string> RecognizedArchitectures() { return {"Qwen3ForCausalLM"}; }
+
+std::vector<std::string> ExampleModelNames() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(ExamplesDir(), ec)) {
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
+  std::string path = name_or_path;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    const std::string example = absl::StrCat(ExamplesDir(), "/", name_or_path, ".json");
+    if (name_or_path.find('/') != std::string::npos || !std::filesystem::exists(example, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat(name_or_path, ": error: no such config file or example model (",
+                                                     "examples: ", absl::StrJoin(ExampleModelNames(), ", "), ")"));
+    }
+    path = example;
+  }
+  std::string json;
+  if (absl::Status st = ReadFileToString(path, &json); !st.ok()) return st;
+  proto::HfConfig hf;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // a config.json has many fields a layer's shape does not need
+  if (auto st = google::protobuf::util::JsonStringToMessage(json, &hf, options); !st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": error: not a model config.json: ", st.message().as_string()));
+  }
+  ModelConfig c;
+  c.source = path;
+  c.architecture = hf.architectures_size() > 0 ? hf.architectures(0) : "";
+  const std::vector<std::string> known = RecognizedArchitectures();
+  if (std::find(known.begin(), known.end(), c.architecture) == known.end()) {
+    return NotLowered(absl::StrCat(path, ": architecture '", c.architecture, "' (model_type '", hf.model_type(),
+                                   "') is not recognized; recognized: ", absl::StrJoin(known, ", ")));
+  }
+  c.hidden = hf.hidden_size();
+  c.intermediate = hf.intermediate_size();
+  c.layers = hf.num_hidden_layers();
+  c.heads = hf.num_attention_heads();
+  c.kv_heads = hf.num_key_value_heads() > 0 ? hf.num_key_value_heads() : hf.num_attention_heads();
+  c.head_dim = hf.head_dim() > 0 ? hf.head_dim() : (c.heads > 0 ? c.hidden / c.heads : 0);
+  c.max_positions = hf.max_position_embeddings();
+  c.eps = hf.rms_norm_eps();
+  c.rope_theta = hf.rope_theta();
+  auto positive = [&](const char* field, double v) -> absl::Status {
+    if (v > 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(path, ": error: '", field, "' must be positive, got ", v));
+  };
+  for (auto [field, v] : std::initializer_list<std::pair<const char*, double>>{
+           {"hidden_size", static_cast<double>(c.hidden)},
+           {"intermediate_size", static_cast<double>(c.intermediate)},
+           {"num_hidden_layers", static_cast<double>(c.layers)},
+           {"num_attention_heads", static_cast<double>(c.heads)},
+           {"head_dim", static_cast<double>(c.head_dim)},
+           {"max_position_embeddings", static_cast<double>(c.max_positions)},
+           {"rms_norm_eps", c.eps},
+           {"rope_theta", c.rope_theta}}) {
+    if (absl::Status st = positive(field, v); !st.ok()) return st;
+  }
+  if (c.heads % c.kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": error: num_attention_heads ", c.heads,
+                                                   " does not divide among num_key_value_heads ", c.kv_heads));
+  }
+  if (hf.attention_bias()) {
+    return NotLowered(absl::StrCat(path, ": attention_bias: projections with a bias are not recognized yet"));
+  }
+  if (!hf.hidden_act().empty() && hf.hidden_act() != "silu") {
+    return NotLowered(absl::StrCat(path, ": hidden_act '", hf.hidden_act(), "' (only silu's SwiGLU is recognized)"));
+  }
+  return c;
+}
+
+}  // namespace spatial
