@@ -3,10 +3,12 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "lowerings/attention/flash.h"  // ComposeSections
+#include "lowerings/attention/flash.h"     // ComposeSections
+#include "lowerings/attention/geometry.h"  // AttentionReadsDense
 #include "lowerings/registry.h"
 #include "passes/handles.h"
 #include "spatial/status_macros.h"
+#include "spatial/validate.h"
 
 namespace spatial {
 namespace {
@@ -60,7 +62,7 @@ proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, const 
   return s;
 }
 
-proto::OpSpec CacheWrite(const char* cache, const char* row, int64_t rows, int64_t cols) {
+proto::OpSpec CacheWrite(const char* cache, const char* row, int64_t rows, int64_t cols, bool dense) {
   proto::OpSpec s = Spec(cache, {cache, row, "pos"});
   auto* w = s.mutable_set_row();
   w->set_rows(rows);
@@ -68,13 +70,14 @@ proto::OpSpec CacheWrite(const char* cache, const char* row, int64_t rows, int64
   w->set_count(1);
   w->mutable_index()->set_named("pos");
   w->set_float_(true);
-  w->set_dense(true);  // the flash attention reads its cache as dense tiles (geometry.h, AttentionReadsDense)
+  w->set_dense(dense);  // as the attention reads it (geometry.h, AttentionReadsDense)
   return s;
 }
 
 }  // namespace
 
-absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, const DecodePhase& phase) {
+absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, const DecodePhase& phase,
+                                          const Target& target) {
   if (layer < 0 || layer >= c.layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " is outside the model's ", c.layers, " layers (0..", c.layers - 1, ")"));
@@ -99,8 +102,11 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
   add("k_norm", Norm("k_n", "k", "k_norm_w", c.kv_heads, hd, c.eps, true));
   add("q_rope", Rope("q_rot", "q_n", c.heads, c, phase.cache));
   add("k_rope", Rope("k_rot", "k_n", c.kv_heads, c, phase.cache));
-  add("k_cache_write", CacheWrite("k_cache", "k_rot", phase.cache, kvw));
-  add("v_cache_write", CacheWrite("v_cache", "v", phase.cache, kvw));
+  // ★ A CACHE IS WRITTEN IN THE LAYOUT ITS ATTENTION READS: dense tiles for the flash form, flat rows otherwise
+  // (heads narrower than a tile); the two ops share the table, so they must agree on its shape.
+  const bool dense = AttentionReadsDense(c.heads, c.kv_heads, hd, hd, target);
+  add("k_cache_write", CacheWrite("k_cache", "k_rot", phase.cache, kvw, dense));
+  add("v_cache_write", CacheWrite("v_cache", "v", phase.cache, kvw, dense));
   {
     proto::OpSpec s = Spec("ctx", {"q_rot", "k_cache", "v_cache", "pos"});
     auto* a = s.mutable_attention();
@@ -152,6 +158,9 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
   // ★ THE OPS MEET THROUGH TYPED HANDLES: every name an op reads is produced by an earlier op or given to the run,
   // and holds one shape and precision in every section.
   if (absl::Status st = CheckHandles(out.program, &given); !st.ok()) {
+    return absl::InternalError(absl::StrCat("layer '", plan.name, "': ", st.message()));
+  }
+  if (absl::Status st = ValidateComposition(out.program, target.tile_rows(), target.tile_cols()); !st.ok()) {
     return absl::InternalError(absl::StrCat("layer '", plan.name, "': ", st.message()));
   }
   return out;

@@ -10,7 +10,7 @@
 // Names: the run's inputs are x, pos (the 1-based position P, one int), the weights (attn_norm_w, wq, wk, wv,
 // q_norm_w, k_norm_w, wo, mlp_norm_w, w_gate, w_up, w_down; stored as the matmul's k x n, i.e. transposed from
 // PyTorch's Linear), the angle tables rope_cos / rope_sin (cache x head_dim/2, flat), and the carried state
-// k_cache / v_cache (cache x kv_heads*head_dim, dense). The result is x_out; the caches are rewritten in place.
+// k_cache / v_cache (cache x kv_heads*head_dim: dense tiles where the attention reads them so, else flat). The result is x_out; the caches are rewritten in place.
 #ifndef MODELS_LAYER_H_
 #define MODELS_LAYER_H_
 
@@ -46,10 +46,11 @@ struct LayerPlan {
   std::vector<std::string> state;    // carried state: the caches
 };
 
-// The ops of layer `layer` of `config` at a decode step. Errors (InvalidArgument): a layer outside
+// The ops of layer `layer` of `config` at a decode step on `target` (which chooses the caches' layout). Errors (InvalidArgument): a layer outside
 // [0, num_hidden_layers), a position outside [1, cache], a cache of no rows or longer than the model's
 // max_position_embeddings.
-absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& config, int64_t layer, const DecodePhase& phase);
+absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& config, int64_t layer, const DecodePhase& phase,
+                                          const Target& target);
 
 struct LoweredLayer {
   Composition program;

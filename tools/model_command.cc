@@ -51,7 +51,7 @@ int RunModel(const cli::ParsedArgs& args) {
   int exit_code = cli::kExitOk;
   std::optional<Target> target = LoadTargetOrReport(args.Get("target", "wormhole_n150"), cmd, &exit_code);
   if (!target) return exit_code;
-  absl::StatusOr<LayerPlan> plan = DecodeLayerPlan(*config, layer, DecodePhase{position, cache});
+  absl::StatusOr<LayerPlan> plan = DecodeLayerPlan(*config, layer, DecodePhase{position, cache}, *target);
   if (!plan.ok()) return cli::UsageError(std::cerr, cmd, std::string(plan.status().message()));
   absl::StatusOr<LoweredLayer> lowered = LowerLayer(*plan, *target);
   if (!lowered.ok()) {

@@ -316,3 +316,63 @@ TEST_F(Flows, PositionsFromTheCommandLineAndTheCertificate) {
 
 }  // namespace
 }  // namespace spatial
+
+namespace spatial {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ModelFlow : public testing::Test, public SpatialCliBase {
+ protected:
+  void SetUp() override { MakeDir(); }
+};
+
+// `spatial model` as the README shows it: one row per op, the layer total, the tokens/s line; a JSON report.
+TEST_F(ModelFlow, OneQwen3LayerPerOp) {
+  CliRun r = Spatial(absl::StrCat("model --config=qwen3-0.6b --layer=0 --decode=128 --cache=256 --report=",
+                                  Path("layer.json")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Qwen3ForCausalLM layer 0, decode at position 128 over a 256-row cache, on "
+                               "wormhole_n150 (timing only)"));
+  for (const char* op : {"attn_norm", "q_proj", "k_norm", "q_rope", "k_cache_write", "attention", "o_proj",
+                         "attn_residual", "gate_proj", "silu", "swiglu_mul", "down_proj", "mlp_residual"}) {
+    EXPECT_THAT(r.out, testing::ContainsRegex(absl::StrCat("\n", op, " +[a-z_]+ +[0-9]+ +[0-9]+ ")));
+  }
+  EXPECT_THAT(r.out, testing::ContainsRegex("\nlayer +[0-9]+ +[0-9]+ +[0-9.]+ +100.0%"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("28 layers of this kind: [0-9.]+ ms a token, [0-9.]+ tokens/s per user"));
+  EXPECT_EQ(std::system(absl::StrCat("python3 -m json.tool '", Path("layer.json"), "' >/dev/null").c_str()), 0);
+  EXPECT_THAT(Slurp(Path("layer.json")), HasSubstr("\"total_cycles\""));
+}
+
+TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
+  CliRun none = Spatial("model --config=no-such-model --decode=4");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_THAT(none.err, HasSubstr("no-such-model: error: no such config file or example model"));
+  const std::string llama =
+      Write("llama.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64})");
+  CliRun arch = Spatial(absl::StrCat("model --config=", llama, " --decode=4"));
+  EXPECT_EQ(arch.code, 1);
+  EXPECT_THAT(arch.err, HasSubstr("architecture 'LlamaForCausalLM' (model_type 'llama') is not recognized"));
+  CliRun prefill = Spatial("model --config=qwen3-0.6b --prefill=128");
+  EXPECT_EQ(prefill.code, 1);
+  EXPECT_THAT(prefill.err, HasSubstr("--prefill is not supported yet"));
+  CliRun no_phase = Spatial("model --config=qwen3-0.6b");
+  EXPECT_EQ(no_phase.code, 2);
+  EXPECT_THAT(no_phase.err, HasSubstr("--decode=P is required"));
+  CliRun bad_int = Spatial("model --config=qwen3-0.6b --decode=many");
+  EXPECT_EQ(bad_int.code, 2);
+  EXPECT_THAT(bad_int.err, HasSubstr("--decode takes an integer, got 'many'"));
+  CliRun past = Spatial("model --config=qwen3-0.6b --decode=300 --cache=256");
+  EXPECT_EQ(past.code, 2);
+  EXPECT_THAT(past.err, HasSubstr("decode position 300 is outside the cache's rows 1..256"));
+  CliRun layer = Spatial("model --config=qwen3-0.6b --layer=28 --decode=4");
+  EXPECT_EQ(layer.code, 2);
+  EXPECT_THAT(layer.err, HasSubstr("layer 28 is outside the model's 28 layers (0..27)"));
+  CliRun help = Spatial("model --help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--config"));
+  EXPECT_THAT(help.out, HasSubstr("Qwen3ForCausalLM"));
+}
+
+}  // namespace
+}  // namespace spatial
