@@ -1,5 +1,6 @@
 #include "models/layer.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -33,12 +34,14 @@ proto::OpSpec Norm(const std::string& out, const char* in, const char* w, int64_
   return s;
 }
 
-proto::OpSpec Matmul(const std::string& out, const char* in, const char* w, int64_t k, int64_t n) {
+proto::OpSpec Matmul(const std::string& out, const char* in, const char* w, int64_t k, int64_t n,
+                     proto::Precision weight_format) {
   proto::OpSpec s = Spec(out, {in, w});
   auto* m = s.mutable_matmul();
   m->set_m(1);
   m->set_k(k);
   m->set_n(n);
+  m->set_in1_format(weight_format);
   return s;
 }
 
@@ -58,7 +61,9 @@ proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, const 
   r->set_rows(1);
   r->mutable_from()->set_named("pos");
   r->set_cache(cache);
-  r->set_theta(c.rope_theta);
+  // A scaled RoPE (llama3) is not theta^(-i/half): the spec's theta 0 says the angles are the tables' own
+  // (ModelConfig::RopeInvFreq fills them), which the op reference then reads instead of computing its own.
+  r->set_theta(c.rope_scaling.type.empty() ? c.rope_theta : 0.0);
   return s;
 }
 
@@ -91,17 +96,26 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
         absl::StrCat("decode position ", phase.position, " is outside the cache's rows 1..", phase.cache));
   }
   const int64_t d = c.hidden, hd = c.head_dim, qw = c.heads * hd, kvw = c.kv_heads * hd, ff = c.intermediate;
+  const WeightFormats& wf = phase.weights;
   LayerPlan p;
   p.name = absl::StrCat(c.architecture, "_layer", layer, "_decode_p", phase.position, "_l", phase.cache);
   auto add = [&](const char* label, proto::OpSpec spec) { p.ops.push_back({label, std::move(spec)}); };
   add("attn_norm", Norm("h", "x", "attn_norm_w", 1, d, c.eps, false));
-  add("q_proj", Matmul("q", "h", "wq", d, qw));
-  add("k_proj", Matmul("k", "h", "wk", d, kvw));
-  add("v_proj", Matmul("v", "h", "wv", d, kvw));
-  add("q_norm", Norm("q_n", "q", "q_norm_w", c.heads, hd, c.eps, true));
-  add("k_norm", Norm("k_n", "k", "k_norm_w", c.kv_heads, hd, c.eps, true));
-  add("q_rope", Rope("q_rot", "q_n", c.heads, c, phase.cache));
-  add("k_rope", Rope("k_rot", "k_n", c.kv_heads, c, phase.cache));
+  add("q_proj", Matmul("q", "h", "wq", d, qw, wf.attention));
+  add("k_proj", Matmul("k", "h", "wk", d, kvw, wf.attention));
+  add("v_proj", Matmul("v", "h", "wv", d, kvw, wf.attention));
+  p.weights = {"attn_norm_w", "wq", "wk", "wv"};
+  const char* q_in = "q";
+  const char* k_in = "k";
+  if (c.qk_norm) {
+    add("q_norm", Norm("q_n", "q", "q_norm_w", c.heads, hd, c.eps, true));
+    add("k_norm", Norm("k_n", "k", "k_norm_w", c.kv_heads, hd, c.eps, true));
+    p.weights.insert(p.weights.end(), {"q_norm_w", "k_norm_w"});
+    q_in = "q_n";
+    k_in = "k_n";
+  }
+  add("q_rope", Rope("q_rot", q_in, c.heads, c, phase.cache));
+  add("k_rope", Rope("k_rot", k_in, c.kv_heads, c, phase.cache));
   // ★ A CACHE IS WRITTEN IN THE LAYOUT ITS ATTENTION READS: dense tiles for the flash form, flat rows otherwise
   // (heads narrower than a tile); the two ops share the table, so they must agree on its shape.
   const bool dense = AttentionReadsDense(c.heads, c.kv_heads, hd, hd, target);
@@ -119,22 +133,63 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
     a->mutable_pos()->set_named("pos");
     add("attention", std::move(s));
   }
-  add("o_proj", Matmul("attn_out", "ctx", "wo", qw, d));
+  add("o_proj", Matmul("attn_out", "ctx", "wo", qw, d, wf.attention));
   add("attn_residual", Binary("h1", "x", "attn_out", proto::BinarySpec::ADD, d));
   add("mlp_norm", Norm("h2", "h1", "mlp_norm_w", 1, d, c.eps, false));
-  add("gate_proj", Matmul("gate", "h2", "w_gate", d, ff));
-  add("up_proj", Matmul("up", "h2", "w_up", d, ff));
-  {
-    proto::OpSpec s = Spec("act", {"gate"});
-    s.mutable_silu()->set_n(ff);
-    add("silu", std::move(s));
+  p.weights.insert(p.weights.end(), {"wo", "mlp_norm_w"});
+  if (c.IsMoeLayer(layer)) {
+    // Qwen3MoeSparseMoeBlock: softmax over every expert's router logit, the top k kept (renormalized when
+    // norm_topk_prob), each chosen expert's SwiGLU weighed by its score. The MoE lowering gathers only the chosen
+    // experts' tables.
+    proto::OpSpec s = Spec("mlp_out", {"h2", "router", "experts_gate", "experts_up", "experts_down"});
+    auto* m = s.mutable_moe();
+    m->set_d(d);
+    m->set_dff(c.moe_intermediate);
+    m->set_ne(c.experts);
+    m->set_k(c.experts_per_token);
+    m->set_score(proto::MoeSpec::SOFTMAX);
+    m->set_renormalize(c.norm_topk);
+    m->set_act(proto::MoeSpec::SWIGLU);
+    add("moe", std::move(s));
+    p.weights.insert(p.weights.end(), {"router", "experts_gate", "experts_up", "experts_down"});
+  } else {
+    add("gate_proj", Matmul("gate", "h2", "w_gate", d, ff, wf.gate_up));
+    add("up_proj", Matmul("up", "h2", "w_up", d, ff, wf.gate_up));
+    {
+      proto::OpSpec s = Spec("act", {"gate"});
+      s.mutable_silu()->set_n(ff);
+      add("silu", std::move(s));
+    }
+    add("swiglu_mul", Binary("prod", "act", "up", proto::BinarySpec::MUL, ff));
+    add("down_proj", Matmul("mlp_out", "prod", "w_down", ff, d, wf.down));
+    p.weights.insert(p.weights.end(), {"w_gate", "w_up", "w_down"});
   }
-  add("swiglu_mul", Binary("prod", "act", "up", proto::BinarySpec::MUL, ff));
-  add("down_proj", Matmul("mlp_out", "prod", "w_down", ff, d));
   add("mlp_residual", Binary("x_out", "h1", "mlp_out", proto::BinarySpec::ADD, d));
-  p.weights = {"attn_norm_w", "wq", "wk", "wv", "q_norm_w", "k_norm_w", "wo", "mlp_norm_w", "w_gate", "w_up", "w_down"};
   p.state = {"k_cache", "v_cache"};
   return p;
+}
+
+LayerPlan HeadPlan(const ModelConfig& c, const WeightFormats& formats) {
+  LayerPlan p;
+  p.name = absl::StrCat(c.architecture, "_head");
+  p.ops.push_back({"final_norm", Norm("x_n", "x", "final_norm_w", 1, c.hidden, c.eps, false)});
+  p.ops.push_back({"lm_head", Matmul("logits", "x_n", "lm_head", c.hidden, c.vocab, formats.lm_head)});
+  p.weights = {"final_norm_w", "lm_head"};
+  return p;
+}
+
+std::vector<LayerKind> LayerKinds(const ModelConfig& c) {
+  std::vector<LayerKind> kinds;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const bool moe = c.IsMoeLayer(l);
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const LayerKind& k) { return k.moe == moe; });
+    if (it == kinds.end()) {
+      kinds.push_back({l, 1, moe});
+    } else {
+      ++it->count;
+    }
+  }
+  return kinds;
 }
 
 absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& target) {

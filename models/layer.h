@@ -7,10 +7,15 @@
 // position -> k and v written into the caches at that row -> attention over the first P positions -> o projection
 // -> + x -> RMSNorm -> SwiGLU MLP (silu(gate) * up, then down) -> + -> x_out.
 //
+// Llama (modeling_llama.py) is the same without the q/k norms. A mixture layer (Qwen3MoeForCausalLM) replaces the
+// SwiGLU MLP by the MoE op (lowerings/moe/moe.h: router, top k, the chosen experts' SwiGLUs).
+//
 // Names: the run's inputs are x, pos (the 1-based position P, one int), the weights (attn_norm_w, wq, wk, wv,
-// q_norm_w, k_norm_w, wo, mlp_norm_w, w_gate, w_up, w_down; stored as the matmul's k x n, i.e. transposed from
+// q_norm_w, k_norm_w (Qwen3), wo, mlp_norm_w, then w_gate, w_up, w_down or router, experts_gate, experts_up,
+// experts_down (MoeSpec's layout); dense matmul weights stored as the matmul's k x n, i.e. transposed from
 // PyTorch's Linear), the angle tables rope_cos / rope_sin (cache x head_dim/2, flat), and the carried state
-// k_cache / v_cache (cache x kv_heads*head_dim: dense tiles where the attention reads them so, else flat). The result is x_out; the caches are rewritten in place.
+// k_cache / v_cache (cache x kv_heads*head_dim: dense tiles where the attention reads them so, else flat). The
+// result is x_out; the caches are rewritten in place.
 #ifndef MODELS_LAYER_H_
 #define MODELS_LAYER_H_
 
@@ -27,11 +32,22 @@
 
 namespace spatial {
 
+// Storage formats of the matmul weights (MatmulSpec.in1_format); unset: the target's matrix input precision.
+// tt-metal's tt_transformers "performance" decode keeps the attention weights and FF2 in bfp8_b and FF1/FF3 (gate,
+// up) in bfp4_b.
+struct WeightFormats {
+  proto::Precision attention = proto::PRECISION_UNSPECIFIED;  // wq, wk, wv, wo
+  proto::Precision gate_up = proto::PRECISION_UNSPECIFIED;    // w_gate, w_up
+  proto::Precision down = proto::PRECISION_UNSPECIFIED;       // w_down
+  proto::Precision lm_head = proto::PRECISION_UNSPECIFIED;
+};
+
 // A decode step at 1-based position `position` (the token attends positions 1..P, P itself its own) over caches
 // of `cache` rows.
 struct DecodePhase {
   int64_t position = 0;
   int64_t cache = 0;
+  WeightFormats weights;
 };
 
 struct LayerOp {
@@ -46,11 +62,24 @@ struct LayerPlan {
   std::vector<std::string> state;    // carried state: the caches
 };
 
-// The ops of layer `layer` of `config` at a decode step on `target` (which chooses the caches' layout). Errors (InvalidArgument): a layer outside
-// [0, num_hidden_layers), a position outside [1, cache], a cache of no rows or longer than the model's
-// max_position_embeddings.
+// The ops of layer `layer` of `config` at a decode step on `target` (which chooses the caches' layout). Errors
+// (InvalidArgument): a layer outside [0, num_hidden_layers), a position outside [1, cache], a cache of no rows or
+// longer than the model's max_position_embeddings.
 absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& config, int64_t layer, const DecodePhase& phase,
                                           const Target& target);
+
+// The model's head after its last layer, for a whole token's time: the final RMSNorm and the LM head (hidden x
+// vocab_size). Reads x (the last layer's x_out), final_norm_w and lm_head; its result is logits.
+LayerPlan HeadPlan(const ModelConfig& config, const WeightFormats& formats);
+
+// The distinct kinds of layer a model has, for --all-layers: each kind's first layer and how many layers are of it
+// (Qwen3-30B-A3B: every layer a mixture; a dense model: one kind of every layer).
+struct LayerKind {
+  int64_t first = 0;
+  int64_t count = 0;
+  bool moe = false;
+};
+std::vector<LayerKind> LayerKinds(const ModelConfig& config);
 
 struct LoweredLayer {
   Composition program;

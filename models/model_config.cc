@@ -1,6 +1,7 @@
 #include "models/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +20,30 @@ std::string ExamplesDir() { return SPATIAL_MODELS_DIR; }
 
 }  // namespace
 
-std::vector<std::string> RecognizedArchitectures() { return {"Qwen3ForCausalLM"}; }
+std::vector<std::string> RecognizedArchitectures() {
+  return {"LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
+}
+
+bool ModelConfig::IsMoeLayer(int64_t layer) const {
+  if (experts <= 0) return false;
+  if (std::find(dense_layers.begin(), dense_layers.end(), layer) != dense_layers.end()) return false;
+  return sparse_step > 0 && (layer + 1) % sparse_step == 0;
+}
+
+double ModelConfig::RopeInvFreq(int64_t i) const {
+  const int64_t half = head_dim / 2;
+  const double inv = std::pow(rope_theta, -static_cast<double>(i) / static_cast<double>(half));
+  if (rope_scaling.type != "llama3") return inv;
+  // transformers' _compute_llama3_parameters: long wavelengths slowed by the factor, short ones kept, the band
+  // between blended linearly in the inverse wavelength.
+  const RopeScaling& r = rope_scaling;
+  const double old = static_cast<double>(r.original_max_positions);
+  const double wavelen = 2 * M_PI / inv;
+  if (wavelen > old / r.low_freq_factor) return inv / r.factor;
+  if (wavelen < old / r.high_freq_factor) return inv;
+  const double smooth = (old / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  return (1 - smooth) * inv / r.factor + smooth * inv;
+}
 
 std::vector<std::string> ExampleModelNames() {
   std::vector<std::string> names;
@@ -66,8 +90,24 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
   c.kv_heads = hf.num_key_value_heads() > 0 ? hf.num_key_value_heads() : hf.num_attention_heads();
   c.head_dim = hf.head_dim() > 0 ? hf.head_dim() : (c.heads > 0 ? c.hidden / c.heads : 0);
   c.max_positions = hf.max_position_embeddings();
+  c.vocab = hf.vocab_size();
   c.eps = hf.rms_norm_eps();
   c.rope_theta = hf.rope_theta();
+  c.qk_norm = c.architecture != "LlamaForCausalLM";
+  c.rope_scaling.type = hf.rope_scaling().rope_type();
+  if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
+  c.rope_scaling.factor = hf.rope_scaling().factor();
+  c.rope_scaling.low_freq_factor = hf.rope_scaling().low_freq_factor();
+  c.rope_scaling.high_freq_factor = hf.rope_scaling().high_freq_factor();
+  c.rope_scaling.original_max_positions = hf.rope_scaling().original_max_position_embeddings();
+  if (c.architecture == "Qwen3MoeForCausalLM") {
+    c.experts = hf.num_experts();
+    c.experts_per_token = hf.num_experts_per_tok();
+    c.moe_intermediate = hf.moe_intermediate_size();
+    c.norm_topk = hf.norm_topk_prob();
+    c.sparse_step = hf.decoder_sparse_step() > 0 ? hf.decoder_sparse_step() : 1;
+    c.dense_layers.assign(hf.mlp_only_layers().begin(), hf.mlp_only_layers().end());
+  }
   auto positive = [&](const char* field, double v) -> absl::Status {
     if (v > 0) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(path, ": error: '", field, "' must be positive, got ", v));
@@ -80,8 +120,25 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
            {"head_dim", static_cast<double>(c.head_dim)},
            {"max_position_embeddings", static_cast<double>(c.max_positions)},
            {"rms_norm_eps", c.eps},
-           {"rope_theta", c.rope_theta}}) {
+           {"rope_theta", c.rope_theta},
+           {"vocab_size", static_cast<double>(c.vocab)}}) {
     if (absl::Status st = positive(field, v); !st.ok()) return st;
+  }
+  if (c.architecture == "Qwen3MoeForCausalLM") {
+    for (auto [field, v] : std::initializer_list<std::pair<const char*, int64_t>>{
+             {"num_experts", c.experts},
+             {"num_experts_per_tok", c.experts_per_token},
+             {"moe_intermediate_size", c.moe_intermediate}}) {
+      if (absl::Status st = positive(field, static_cast<double>(v)); !st.ok()) return st;
+    }
+    if (c.experts_per_token > c.experts) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": error: num_experts_per_tok ", c.experts_per_token,
+                                                     " chooses more than the ", c.experts, " experts"));
+    }
+  }
+  if (c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": error: head_dim ", c.head_dim, " is odd: RoPE rotates pairs"));
   }
   if (c.heads % c.kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": error: num_attention_heads ", c.heads,
@@ -92,6 +149,18 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
   }
   if (!hf.hidden_act().empty() && hf.hidden_act() != "silu") {
     return NotLowered(absl::StrCat(path, ": hidden_act '", hf.hidden_act(), "' (only silu's SwiGLU is recognized)"));
+  }
+  if (!c.rope_scaling.type.empty()) {
+    const RopeScaling& r = c.rope_scaling;
+    if (r.type != "llama3") {
+      return NotLowered(absl::StrCat(path, ": rope_scaling '", r.type, "' is not recognized (llama3 is)"));
+    }
+    if (!(r.factor > 0) || !(r.low_freq_factor > 0) || !(r.high_freq_factor > r.low_freq_factor) ||
+        r.original_max_positions <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": error: rope_scaling llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+                "original_max_position_embeddings > 0"));
+    }
   }
   return c;
 }

@@ -12,9 +12,17 @@
 
 namespace spatial {
 
+// RoPE's frequency scaling: "llama3" (Llama 3.1's wavelength bands), or none (type empty).
+struct RopeScaling {
+  std::string type;
+  double factor = 1, low_freq_factor = 1, high_freq_factor = 1;
+  int64_t original_max_positions = 0;
+};
+
 struct ModelConfig {
   std::string source;        // the file it was read from
   std::string architecture;  // architectures[0], "Qwen3ForCausalLM"
+  bool qk_norm = false;      // Qwen3: a per-head RMSNorm of q and k before RoPE (Llama has none)
   int64_t hidden = 0;
   int64_t intermediate = 0;
   int64_t layers = 0;
@@ -22,8 +30,24 @@ struct ModelConfig {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   int64_t max_positions = 0;
+  int64_t vocab = 0;
   double eps = 0;
   double rope_theta = 0;
+  RopeScaling rope_scaling;
+  // Mixture of experts (0 experts: every MLP dense): experts per layer, chosen per token, each one's SwiGLU width,
+  // whether the chosen scores are renormalized, every how many layers the MLP is sparse, the layers kept dense.
+  int64_t experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t moe_intermediate = 0;
+  bool norm_topk = false;
+  int64_t sparse_step = 1;
+  std::vector<int64_t> dense_layers;
+
+  // Whether layer `layer`'s MLP is the mixture (transformers' Qwen3MoeDecoderLayer: not in mlp_only_layers, and
+  // (layer + 1) a multiple of decoder_sparse_step).
+  bool IsMoeLayer(int64_t layer) const;
+  // RoPE's inverse frequency of pair i < head_dim/2: theta^(-i/half), scaled as rope_scaling says.
+  double RopeInvFreq(int64_t i) const;
 };
 
 // The architectures the recognizer lowers, sorted.
@@ -34,7 +58,9 @@ std::vector<std::string> ExampleModelNames();
 
 // Reads `name_or_path`: a config.json path, or the name of an example config. Errors name the file and the field:
 // an unreadable file or bad JSON (InvalidArgument), a missing or non-positive size, query heads that do not divide
-// among the K/V heads; an architecture not in RecognizedArchitectures() is NotLowered, naming it.
+// among the K/V heads, a mixture that chooses none or more experts than it has; an architecture not in
+// RecognizedArchitectures(), projections with a bias, an activation other than silu, and a RoPE scaling other than
+// llama3 are NotLowered, naming them.
 absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path);
 
 }  // namespace spatial

@@ -13,6 +13,7 @@
 #include "spatial/proto_file.h"
 #include "tools/command_common.h"
 #include "tools/commands.h"
+#include "spatial/status_macros.h"
 
 namespace spatial {
 namespace {
@@ -29,6 +30,90 @@ bool IntFlag(const cli::ParsedArgs& args, const std::string& flag, int64_t def, 
   return false;
 }
 
+// The weight formats --weights names.
+bool ParseWeights(const std::string& name, WeightFormats* out) {
+  using proto::Precision;
+  auto all = [&](Precision p) { *out = WeightFormats{p, p, p, p}; };
+  if (name == "bf16") {
+    all(proto::BF16);
+  } else if (name == "bfp8_b") {
+    all(proto::BFP8_B);
+  } else if (name == "bfp4_b") {
+    all(proto::BFP4_B);
+  } else if (name == "performance") {
+    // tt_transformers' performance decode (models/tt_transformers/PERF.md: "bfp4 MLP FF1+FF3"; the rest bfp8_b).
+    *out = WeightFormats{proto::BFP8_B, proto::BFP4_B, proto::BFP8_B, proto::BFP8_B};
+  } else if (name != "default") {
+    return false;
+  }
+  return true;
+}
+
+// One plan lowered, certified and simulated timing-only at decode position `position`; the report's total is
+// checked to be the sum of its sections.
+struct PlanRun {
+  LoweredLayer lowered;
+  proto::SimReport report;
+};
+
+absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position,
+                                const SimOptions& options) {
+  ASSIGN_OR_RETURN(LoweredLayer lowered, LowerLayer(plan, target));
+  CertifyResult cert = Certify(lowered.program, target);
+  if (!cert.ok()) {
+    std::string diags;
+    for (const proto::Diagnostic& d : cert.diagnostics) absl::StrAppend(&diags, FormatDiagnostic(d, plan.name), "\n");
+    return absl::FailedPreconditionError(absl::StrCat(diags, plan.name, " did not certify on ", target.name()));
+  }
+  TensorMap inputs;
+  inputs["pos"] = TensorData{1, 1, Precision::kInt32, {static_cast<double>(position)}};
+  ASSIGN_OR_RETURN(SimResult r, Simulate(lowered.program, target, inputs, options));
+  // ★ THE LAYER'S TOTAL IS THE SUM OF ITS SECTIONS: sections run one after another, each starting when the one
+  // before has finished everywhere (the barrier), so any gap or overlap is a defect of the report.
+  int64_t sum = 0;
+  for (const auto& s : r.report.sections()) sum += s.cycles();
+  if (sum != r.report.total_cycles()) {
+    return absl::InternalError(absl::StrCat("internal: ", plan.name, "'s sections' cycles sum to ", sum,
+                                            " but it took ", r.report.total_cycles()));
+  }
+  return PlanRun{std::move(lowered), std::move(r.report)};
+}
+
+void PrintOps(const LayerPlan& plan, const PlanRun& run, double clock) {
+  const proto::SimReport& rep = run.report;
+  std::cout << absl::StrFormat("%-14s %-10s %4s %12s %9s %7s %-8s %9s %10s\n", "op", "kind", "secs", "cycles",
+                               "time(us)", "share", "bound", "roofline", "DRAM(MB)");
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    const auto [first, end] = run.lowered.op_sections[i];
+    int64_t cycles = 0, bytes = 0, longest = -1;
+    double bound = 0;
+    std::string limited = "-";
+    for (int s = first; s < end && s < rep.sections_size(); ++s) {
+      const auto& st = rep.sections(s);
+      cycles += st.cycles();
+      bytes += st.dram_read_bytes() + st.dram_write_bytes();
+      bound += st.roofline().bound_cycles();
+      if (st.cycles() > longest) {
+        longest = st.cycles();
+        limited = st.roofline().limited_by();
+      }
+    }
+    std::cout << absl::StrFormat("%-14s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", plan.ops[i].label,
+                                 OpKindName(plan.ops[i].spec), end - first, cycles, cycles / clock * 1e6,
+                                 rep.total_cycles() > 0 ? 100.0 * cycles / rep.total_cycles() : 0.0, limited,
+                                 cycles > 0 ? 100.0 * bound / cycles : 0.0, bytes / 1e6);
+  }
+  std::cout << absl::StrFormat("%-14s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", "total", "",
+                               rep.sections_size(), rep.total_cycles(), rep.total_cycles() / clock * 1e6, 100.0,
+                               rep.roofline().limited_by(), 100.0 * rep.roofline().fraction(),
+                               (rep.dram_read_bytes() + rep.dram_write_bytes()) / 1e6);
+}
+
+int Fail(const absl::Status& st) {
+  cli::PrintError(std::cerr, "spatial model", st);
+  return st.code() == absl::StatusCode::kInvalidArgument ? cli::kExitUsage : cli::kExitFailed;
+}
+
 int RunModel(const cli::ParsedArgs& args) {
   const std::string cmd = "model";
   int64_t layer = 0, position = 0, cache = 0;
@@ -43,89 +128,79 @@ int RunModel(const cli::ParsedArgs& args) {
   }
   if (!args.Has("decode")) return cli::UsageError(std::cerr, cmd, "--decode=P is required (the 1-based position)");
   if (!args.Has("cache")) cache = position;
-  absl::StatusOr<ModelConfig> config = ReadModelConfig(args.Get("config"));
-  if (!config.ok()) {
-    cli::PrintError(std::cerr, "spatial model", config.status());
-    return config.status().code() == absl::StatusCode::kInvalidArgument ? cli::kExitUsage : cli::kExitFailed;
+  DecodePhase phase{position, cache, {}};
+  const std::string weights = args.Get("weights", "default");
+  if (!ParseWeights(weights, &phase.weights)) {
+    return cli::UsageError(std::cerr, cmd, absl::StrCat("--weights takes default, bf16, bfp8_b, bfp4_b or "
+                                                        "performance, got '", weights, "'"));
   }
+  const bool all_layers = args.Has("all-layers");
+  if (all_layers && (args.Has("trace") || args.Has("svg") || args.Has("report"))) {
+    return cli::UsageError(std::cerr, cmd, "--trace, --svg and --report describe one layer: not with --all-layers");
+  }
+  absl::StatusOr<ModelConfig> config = ReadModelConfig(args.Get("config"));
+  if (!config.ok()) return Fail(config.status());
   int exit_code = cli::kExitOk;
   std::optional<Target> target = LoadTargetOrReport(args.Get("target", "wormhole_n150"), cmd, &exit_code);
   if (!target) return exit_code;
-  absl::StatusOr<LayerPlan> plan = DecodeLayerPlan(*config, layer, DecodePhase{position, cache}, *target);
+  absl::StatusOr<LayerPlan> plan = DecodeLayerPlan(*config, layer, phase, *target);
   if (!plan.ok()) return cli::UsageError(std::cerr, cmd, std::string(plan.status().message()));
-  absl::StatusOr<LoweredLayer> lowered = LowerLayer(*plan, *target);
-  if (!lowered.ok()) {
-    cli::PrintError(std::cerr, "spatial model", lowered.status());
-    return cli::kExitFailed;
-  }
-  const Composition& c = lowered->program;
-  CertifyResult cert = Certify(c, *target);
-  if (!cert.ok()) {
-    for (const proto::Diagnostic& d : cert.diagnostics) std::cerr << FormatDiagnostic(d, plan->name) << "\n";
-    cli::PrintError(std::cerr, "spatial model", absl::StrCat("the layer did not certify on ", target->name()));
-    return cli::kExitFailed;
-  }
   SimOptions options;
   options.timing_only = true;
   if (args.Has("trace")) options.trace_path = args.Get("trace");
   if (args.Has("svg")) options.svg_path = args.Get("svg");
-  TensorMap inputs;
-  inputs["pos"] = TensorData{1, 1, Precision::kInt32, {static_cast<double>(position)}};
-  absl::StatusOr<SimResult> r = Simulate(c, *target, inputs, options);
-  if (!r.ok()) {
-    cli::PrintError(std::cerr, "spatial model", r.status());
-    return cli::kExitFailed;
-  }
-  const proto::SimReport& rep = r->report;
+  absl::StatusOr<PlanRun> run = RunPlan(*plan, *target, position, options);
+  if (!run.ok()) return Fail(run.status());
+  const proto::SimReport& rep = run->report;
   if (args.Has("report")) {
-    if (absl::Status st = WriteProtoFile(args.Get("report"), rep); !st.ok()) {
-      cli::PrintError(std::cerr, "spatial model", st);
-      return cli::kExitFailed;
-    }
-  }
-  // ★ THE LAYER'S TOTAL IS THE SUM OF ITS SECTIONS: sections run one after another, each starting when the one
-  // before has finished everywhere (the barrier), so any gap or overlap is a defect of the report.
-  int64_t sum = 0;
-  for (const auto& s : rep.sections()) sum += s.cycles();
-  if (sum != rep.total_cycles()) {
-    cli::PrintError(std::cerr, "spatial model",
-                    absl::StrCat("internal: the sections' cycles sum to ", sum, " but the layer took ",
-                                 rep.total_cycles()));
-    return cli::kExitFailed;
+    if (absl::Status st = WriteProtoFile(args.Get("report"), rep); !st.ok()) return Fail(st);
   }
   const double clock = rep.clock_hz() > 0 ? rep.clock_hz() : 1e9;
-  std::cout << absl::StrFormat("%s layer %d, decode at position %d over a %d-row cache, on %s (timing only)\n",
-                               config->architecture, layer, position, cache, target->name());
-  std::cout << absl::StrFormat("%-14s %-10s %4s %12s %9s %7s %-8s %9s %10s\n", "op", "kind", "secs", "cycles",
-                               "time(us)", "share", "bound", "roofline", "DRAM(MB)");
-  for (size_t i = 0; i < plan->ops.size(); ++i) {
-    const auto [first, end] = lowered->op_sections[i];
-    int64_t cycles = 0, bytes = 0, longest = -1;
-    double bound = 0;
-    std::string limited = "-";
-    for (int s = first; s < end && s < rep.sections_size(); ++s) {
-      const auto& st = rep.sections(s);
-      cycles += st.cycles();
-      bytes += st.dram_read_bytes() + st.dram_write_bytes();
-      bound += st.roofline().bound_cycles();
-      if (st.cycles() > longest) {
-        longest = st.cycles();
-        limited = st.roofline().limited_by();
-      }
-    }
-    std::cout << absl::StrFormat("%-14s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", plan->ops[i].label,
-                                 OpKindName(plan->ops[i].spec), end - first, cycles, cycles / clock * 1e6,
-                                 rep.total_cycles() > 0 ? 100.0 * cycles / rep.total_cycles() : 0.0, limited,
-                                 cycles > 0 ? 100.0 * bound / cycles : 0.0, bytes / 1e6);
+  const bool moe = config->IsMoeLayer(layer);
+  std::cout << absl::StrFormat("%s layer %d (%s), decode at position %d over a %d-row cache, on %s (timing only, "
+                               "weights %s)\n",
+                               config->architecture, layer, moe ? "mixture of experts" : "dense MLP", position, cache,
+                               target->name(), weights);
+  PrintOps(*plan, *run, clock);
+  int64_t of_kind = 0;
+  for (const LayerKind& k : LayerKinds(*config)) {
+    if (k.moe == moe) of_kind = k.count;
   }
-  std::cout << absl::StrFormat("%-14s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", "layer", "",
-                               rep.sections_size(), rep.total_cycles(), rep.total_cycles() / clock * 1e6, 100.0,
-                               rep.roofline().limited_by(), 100.0 * rep.roofline().fraction(),
-                               (rep.dram_read_bytes() + rep.dram_write_bytes()) / 1e6);
   std::cout << absl::StrFormat("%d layers of this kind: %.3f ms a token, %.1f tokens/s per user (layers only: no "
                                "embedding, final norm or LM head)\n",
-                               config->layers, config->layers * rep.total_cycles() / clock * 1e3,
-                               clock / (static_cast<double>(config->layers) * rep.total_cycles()));
+                               of_kind, of_kind * rep.total_cycles() / clock * 1e3,
+                               clock / (static_cast<double>(of_kind) * rep.total_cycles()));
+  if (!all_layers) return cli::kExitOk;
+  // ★ A WHOLE TOKEN: every kind of layer simulated once and counted as often as the model has it, then the head
+  // (final norm, LM head). The embedding lookup is one row read and is left out.
+  std::cout << absl::StrFormat("\nthe whole model, decode at position %d:\n", position);
+  std::cout << absl::StrFormat("%-28s %6s %12s %12s\n", "part", "count", "cycles each", "ms a token");
+  SimOptions timing;
+  timing.timing_only = true;
+  double token_cycles = 0;
+  for (const LayerKind& k : LayerKinds(*config)) {
+    int64_t cycles = rep.total_cycles();
+    if (k.moe != moe) {
+      absl::StatusOr<LayerPlan> other = DecodeLayerPlan(*config, k.first, phase, *target);
+      if (!other.ok()) return Fail(other.status());
+      absl::StatusOr<PlanRun> r = RunPlan(*other, *target, position, timing);
+      if (!r.ok()) return Fail(r.status());
+      cycles = r->report.total_cycles();
+    }
+    token_cycles += static_cast<double>(k.count) * cycles;
+    std::cout << absl::StrFormat("%-28s %6d %12d %12.3f\n",
+                                 absl::StrCat("layer (", k.moe ? "mixture of experts" : "dense MLP", ")"), k.count,
+                                 cycles, k.count * cycles / clock * 1e3);
+  }
+  const LayerPlan head = HeadPlan(*config, phase.weights);
+  absl::StatusOr<PlanRun> h = RunPlan(head, *target, position, timing);
+  if (!h.ok()) return Fail(h.status());
+  token_cycles += h->report.total_cycles();
+  std::cout << absl::StrFormat("%-28s %6d %12d %12.3f\n", "head (final norm, LM head)", 1, h->report.total_cycles(),
+                               h->report.total_cycles() / clock * 1e3);
+  std::cout << absl::StrFormat("token: %.3f ms, %.1f tokens/s per user (batch 1; no embedding lookup, sampling or "
+                               "host overhead)\n",
+                               token_cycles / clock * 1e3, clock / token_cycles);
   return cli::kExitOk;
 }
 
@@ -137,25 +212,34 @@ Subcommand ModelCommand() {
   s.summary = "one decoder layer of a model from its config.json: lowered, certified, simulated, one row per op";
   s.flags = {
       {"config", FlagSpec::Kind::kValue, "NAME|FILE",
-       "a Hugging Face config.json, or an example's name (examples/models: qwen3-0.6b, qwen3-8b)", true},
+       "a Hugging Face config.json, or an example's name (examples/models: llama-3.1-8b, qwen3-0.6b, qwen3-8b, "
+       "qwen3-30b-a3b)", true},
       {"layer", FlagSpec::Kind::kValue, "N", "the layer index (default 0)"},
       {"decode", FlagSpec::Kind::kValue, "P", "a decode step at 1-based position P (attends positions 1..P)"},
       {"cache", FlagSpec::Kind::kValue, "L", "the KV caches' rows (default P)"},
       {"prefill", FlagSpec::Kind::kValue, "T", "a prefill of T tokens (not supported yet)"},
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "the target (default wormhole_n150)"},
+      {"weights", FlagSpec::Kind::kValue, "FORMAT",
+       "matmul weight storage: default (the target's), bf16, bfp8_b, bfp4_b, or performance (tt_transformers' "
+       "decode: gate/up bfp4_b, the rest bfp8_b)"},
+      {"all-layers", FlagSpec::Kind::kBool, "",
+       "also the whole token: each kind of layer once, times its count, plus the final norm and LM head"},
       {"report", FlagSpec::Kind::kValue, "FILE", "write the layer's SimReport: .json, .binpb or text proto"},
       {"trace", FlagSpec::Kind::kValue, "FILE.json", "a Chrome-trace timeline of the whole layer"},
       {"svg", FlagSpec::Kind::kValue, "FILE.svg", "per-site engine occupancy and per-section cycles"},
   };
   s.description =
       "Reads the model's config.json (architecture facts only, no weights), builds the op specs of one decoder\n"
-      "layer (norms, projections, q/k norms, RoPE, KV-cache writes, attention, residual adds, SwiGLU MLP), lowers\n"
-      "each for the target, joins them into one program, certifies it and simulates it timing-only. Prints one row\n"
-      "per op (sections, cycles, share of the layer, what bounds its longest section, roofline fraction, DRAM\n"
-      "bytes) and the layer total, which is checked to equal the sum of its sections. Recognized architectures:\n"
-      "Qwen3ForCausalLM. Exit 1 on a refusal or a failed certification, 2 on bad usage or an unreadable config.";
+      "layer (norms, projections, q/k norms, RoPE, KV-cache writes, attention, residual adds, the SwiGLU MLP or\n"
+      "the mixture of experts), lowers each for the target, joins them into one program, certifies it and\n"
+      "simulates it timing-only. Prints one row per op (sections, cycles, share of the layer, what bounds its\n"
+      "longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to equal the sum of\n"
+      "its sections; --all-layers adds the whole token. Recognized architectures: LlamaForCausalLM,\n"
+      "Qwen3ForCausalLM, Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification, 2 on bad usage or an\n"
+      "unreadable config.";
   s.examples = {"spatial model --config=qwen3-8b --decode=4096 --cache=8192 --target=wormhole_n150",
-                "spatial model --config=path/to/config.json --layer=3 --decode=128 --report=layer.json"};
+                "spatial model --config=path/to/config.json --layer=3 --decode=128 --report=layer.json",
+                "spatial model --config=llama-3.1-8b --decode=128 --weights=performance --all-layers"};
   return {s, &RunModel};
 }
 

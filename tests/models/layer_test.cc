@@ -1,6 +1,6 @@
 // The model layer (issue #15): config.json read with its refusals by message, the decode plan's ops in order, the
 // layer lowered, composed and certified at a real model's size, and at a small size run on the f64 VM against a
-// plain-loop Qwen3 reference (qwen3_reference.h) that shares no code with the lowerings.
+// plain-loop decoder reference (decoder_reference.h) that shares no code with the lowerings.
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "certify/certify.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,7 +17,7 @@
 #include "sim/vm/vm.h"
 #include "spatial/tensor_data.h"
 #include "targets/loader.h"
-#include "tests/models/qwen3_reference.h"
+#include "tests/models/decoder_reference.h"
 
 namespace spatial {
 namespace {
@@ -36,8 +37,26 @@ std::string Qwen3Json(const std::string& extra, const std::string& arch = "Qwen3
   return absl::StrCat(R"({"architectures": [")", arch, R"("], "model_type": "qwen3", "hidden_size": 32,
     "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
     "head_dim": 16, "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 10000,
-    "hidden_act": "silu", "rope_scaling": null, "torch_dtype": "bfloat16")",
+    "hidden_act": "silu", "rope_scaling": null, "torch_dtype": "bfloat16", "vocab_size": 256)",
                       extra, "}");
+}
+
+// The small models of the VM check: each architecture's layer at hidden 32, heads of 16.
+std::string SmallModel(const std::string& kind) {
+  if (kind == "llama") {
+    // Llama 3.1's scaled RoPE, its bands squeezed to the small head: the tables carry the scaled angles.
+    return absl::StrReplaceAll(Qwen3Json(R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64})",
+                                         "LlamaForCausalLM"),
+                               {{R"("rope_scaling": null, )", ""}});
+  }
+  if (kind == "qwen3_moe") {
+    // Layer 0 kept dense (mlp_only_layers), layer 1 the mixture: 8 experts of 16, the top 3 renormalized.
+    return Qwen3Json(R"(, "num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 16,
+      "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [0])",
+                     "Qwen3MoeForCausalLM");
+  }
+  return Qwen3Json("");
 }
 
 const Target& Wormhole() {
@@ -77,10 +96,10 @@ TEST(ModelConfig, RefusalsNameTheFileAndTheField) {
   EXPECT_EQ(json.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(json.message(), HasSubstr("bad_json.json: error: not a model config.json"));
 
-  absl::Status arch = ReadError("llama", Qwen3Json("", "LlamaForCausalLM"));
+  absl::Status arch = ReadError("mamba", Qwen3Json("", "MambaForCausalLM"));
   EXPECT_THAT(arch.message(), HasSubstr("NotLowered"));
-  EXPECT_THAT(arch.message(), HasSubstr("architecture 'LlamaForCausalLM' (model_type 'qwen3') is not recognized; "
-                                        "recognized: Qwen3ForCausalLM"));
+  EXPECT_THAT(arch.message(), HasSubstr("architecture 'MambaForCausalLM' (model_type 'qwen3') is not recognized; "
+                                        "recognized: LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM"));
 
   absl::Status bias = ReadError("bias", Qwen3Json(R"(, "attention_bias": true)"));
   EXPECT_THAT(bias.message(), HasSubstr("attention_bias: projections with a bias are not recognized yet"));
@@ -103,7 +122,7 @@ TEST(ModelConfig, RefusalsNameTheFileAndTheField) {
 TEST(DecodeLayerPlan, TheOpsOfAQwen3LayerInOrder) {
   absl::StatusOr<ModelConfig> c = ReadModelConfig("qwen3-0.6b");
   ASSERT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, 3, DecodePhase{100, 256}, Wormhole());
+  absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, 3, DecodePhase{100, 256, {}}, Wormhole());
   ASSERT_TRUE(p.ok()) << p.status();
   std::vector<std::string> labels;
   for (const LayerOp& op : p->ops) labels.push_back(op.label);
@@ -121,22 +140,120 @@ TEST(DecodeLayerPlan, TheOpsOfAQwen3LayerInOrder) {
 TEST(DecodeLayerPlan, RefusesPhasesOutsideTheModel) {
   absl::StatusOr<ModelConfig> c = ReadModelConfig("qwen3-0.6b");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_THAT(DecodeLayerPlan(*c, 28, DecodePhase{1, 8}, Wormhole()).status().message(),
+  EXPECT_THAT(DecodeLayerPlan(*c, 28, DecodePhase{1, 8, {}}, Wormhole()).status().message(),
               HasSubstr("layer 28 is outside the model's 28 layers (0..27)"));
-  EXPECT_THAT(DecodeLayerPlan(*c, 0, DecodePhase{9, 8}, Wormhole()).status().message(),
+  EXPECT_THAT(DecodeLayerPlan(*c, 0, DecodePhase{9, 8, {}}, Wormhole()).status().message(),
               HasSubstr("decode position 9 is outside the cache's rows 1..8"));
-  EXPECT_THAT(DecodeLayerPlan(*c, 0, DecodePhase{0, 8}, Wormhole()).status().message(),
+  EXPECT_THAT(DecodeLayerPlan(*c, 0, DecodePhase{0, 8, {}}, Wormhole()).status().message(),
               HasSubstr("decode position 0 is outside the cache's rows 1..8"));
-  EXPECT_THAT(DecodeLayerPlan(*c, 0, DecodePhase{1, 40961}, Wormhole()).status().message(),
+  EXPECT_THAT(DecodeLayerPlan(*c, 0, DecodePhase{1, 40961, {}}, Wormhole()).status().message(),
               HasSubstr("a cache of 40961 rows: it must be 1..40960 (max_position_embeddings)"));
 }
+
+TEST(ModelConfig, ReadsTheMixtureAndTheScaledRope) {
+  absl::StatusOr<ModelConfig> moe = ReadModelConfig("qwen3-30b-a3b");
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  EXPECT_EQ(moe->experts, 128);
+  EXPECT_EQ(moe->experts_per_token, 8);
+  EXPECT_EQ(moe->moe_intermediate, 768);
+  EXPECT_TRUE(moe->norm_topk);
+  EXPECT_TRUE(moe->qk_norm);
+  ASSERT_EQ(LayerKinds(*moe).size(), 1u);
+  EXPECT_EQ(LayerKinds(*moe)[0].count, 48);
+  EXPECT_TRUE(LayerKinds(*moe)[0].moe);
+  absl::StatusOr<ModelConfig> llama = ReadModelConfig("llama-3.1-8b");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_FALSE(llama->qk_norm);
+  EXPECT_EQ(llama->head_dim, 128);  // hidden_size / num_attention_heads: the file has no head_dim
+  EXPECT_EQ(llama->rope_scaling.type, "llama3");
+  EXPECT_EQ(llama->rope_scaling.original_max_positions, 8192);
+  // The llama3 bands at head_dim 128, theta 500000: the fastest pair is kept, the slowest slowed by the factor 8.
+  EXPECT_DOUBLE_EQ(llama->RopeInvFreq(0), 1.0);
+  EXPECT_DOUBLE_EQ(llama->RopeInvFreq(63), std::pow(500000.0, -63.0 / 64) / 8);
+  std::string dense_first = SmallModel("qwen3_moe");
+  absl::StatusOr<ModelConfig> mixed = ReadModelConfig(WriteConfig("mixed", dense_first));
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_FALSE(mixed->IsMoeLayer(0));
+  EXPECT_TRUE(mixed->IsMoeLayer(1));
+  ASSERT_EQ(LayerKinds(*mixed).size(), 2u);
+  EXPECT_EQ(LayerKinds(*mixed)[1].first, 1);
+
+  EXPECT_THAT(ReadError("yarn", absl::StrReplaceAll(Qwen3Json(R"(, "rope_scaling": {"rope_type": "yarn"})"),
+                                                   {{R"("rope_scaling": null, )", ""}}))
+                  .message(),
+              HasSubstr("rope_scaling 'yarn' is not recognized (llama3 is)"));
+  EXPECT_THAT(ReadError("too_many", Qwen3Json(R"(, "num_experts": 4, "num_experts_per_tok": 5,
+      "moe_intermediate_size": 8)", "Qwen3MoeForCausalLM")).message(),
+              HasSubstr("num_experts_per_tok 5 chooses more than the 4 experts"));
+  EXPECT_THAT(ReadError("no_experts", Qwen3Json("", "Qwen3MoeForCausalLM")).message(),
+              HasSubstr("'num_experts' must be positive, got 0"));
+}
+
+TEST(DecodeLayerPlan, LlamaHasNoQkNormsAndTheMixtureReplacesTheMlp) {
+  absl::StatusOr<ModelConfig> llama = ReadModelConfig("llama-3.1-8b");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  absl::StatusOr<LayerPlan> l = DecodeLayerPlan(*llama, 0, DecodePhase{128, 128, {}}, Wormhole());
+  ASSERT_TRUE(l.ok()) << l.status();
+  std::vector<std::string> labels;
+  for (const LayerOp& op : l->ops) labels.push_back(op.label);
+  EXPECT_THAT(labels, ::testing::Not(::testing::Contains("q_norm")));
+  EXPECT_EQ(l->ops[4].label, "q_rope");
+  EXPECT_EQ(l->ops[4].spec.operands(0).name(), "q");
+  EXPECT_EQ(l->ops[4].spec.rope().theta(), 0.0);  // scaled: the tables' angles
+  absl::StatusOr<ModelConfig> moe = ReadModelConfig("qwen3-30b-a3b");
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  WeightFormats formats{proto::BFP8_B, proto::BFP4_B, proto::BFP8_B, proto::BFP8_B};
+  absl::StatusOr<LayerPlan> m = DecodeLayerPlan(*moe, 5, DecodePhase{4096, 4096, formats}, Wormhole());
+  ASSERT_TRUE(m.ok()) << m.status();
+  labels.clear();
+  for (const LayerOp& op : m->ops) labels.push_back(op.label);
+  EXPECT_THAT(labels, ::testing::Contains("moe"));
+  EXPECT_THAT(labels, ::testing::Not(::testing::Contains("gate_proj")));
+  const proto::MoeSpec& spec = m->ops[labels.size() - 2].spec.moe();
+  EXPECT_EQ(spec.ne(), 128);
+  EXPECT_EQ(spec.k(), 8);
+  EXPECT_EQ(spec.dff(), 768);
+  EXPECT_TRUE(spec.renormalize());
+  EXPECT_EQ(m->ops[1].spec.matmul().in1_format(), proto::BFP8_B);
+  LayerPlan head = HeadPlan(*moe, formats);
+  ASSERT_EQ(head.ops.size(), 2u);
+  EXPECT_EQ(head.ops[1].spec.matmul().n(), 151936);
+  EXPECT_EQ(head.ops[1].spec.matmul().in1_format(), proto::BFP8_B);
+}
+
+// Every shipped example's layer (and its head) lowers, composes and certifies at decode 4096 on wormhole_n150.
+class ExampleLayer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExampleLayer, LowersAndCertifiesAtDecode4096) {
+  absl::StatusOr<ModelConfig> c = ReadModelConfig(GetParam());
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const LayerKind& kind : LayerKinds(*c)) {
+    absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, kind.first, DecodePhase{4096, 4096, {}}, Wormhole());
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (const LayerPlan& plan : {*p, HeadPlan(*c, {})}) {
+      absl::StatusOr<LoweredLayer> l = LowerLayer(plan, Wormhole());
+      ASSERT_TRUE(l.ok()) << l.status();
+      CertifyResult cert = Certify(l->program, Wormhole());
+      for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleLayer, ::testing::ValuesIn(ExampleModelNames()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) {
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
 
 TEST(LowerLayer, Qwen3At4096ComposesAndCertifiesOnWormhole) {
   absl::StatusOr<ModelConfig> c = ReadModelConfig("qwen3-0.6b");
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<Target> target = LoadTarget("wormhole_n150");
   ASSERT_TRUE(target.ok()) << target.status();
-  absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, 0, DecodePhase{4096, 4096}, Wormhole());
+  absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, 0, DecodePhase{4096, 4096, {}}, Wormhole());
   ASSERT_TRUE(p.ok()) << p.status();
   absl::StatusOr<LoweredLayer> l = LowerLayer(*p, *target);
   ASSERT_TRUE(l.ok()) << l.status();
@@ -153,77 +270,105 @@ TEST(LowerLayer, Qwen3At4096ComposesAndCertifiesOnWormhole) {
   for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
 }
 
-// Inputs for the small layer: weights at the model's init scale around their Linear fan-in, norm weights near 1,
-// caches and x of magnitude one, the exact angle tables for theta, the position.
-class SmallLayer : public ::testing::TestWithParam<std::string> {};
+struct SmallCase {
+  std::string model, target;
+  friend void PrintTo(const SmallCase& c, std::ostream* os) { *os << c.model << " on " << c.target; }
+};
+
+class SmallLayer : public ::testing::TestWithParam<SmallCase> {};
+
+// Inputs for the small layer: weights at the init scale of their fan-in, norm weights near 1, caches and x of
+// magnitude one, the angle tables from the config (ModelConfig::RopeInvFreq: the reference computes its own), the
+// position.
+TensorMap LayerInputs(const Composition& c, const ModelConfig& config, int64_t position) {
+  const int64_t half = config.head_dim / 2;
+  uint64_t state = 12345 + position;
+  auto uniform = [&state](double lo, double hi) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + (hi - lo) * static_cast<double>(state >> 11) * 0x1.0p-53;
+  };
+  TensorMap inputs;
+  for (const Tensor& t : CompositionInputs(c)) {
+    TensorData d{t.rows, t.cols, t.precision, std::vector<double>(t.rows * t.cols)};
+    const int64_t n = t.rows * t.cols;
+    if (t.name == "pos") {
+      d.values[0] = static_cast<double>(position);
+    } else if (t.name == "rope_cos" || t.name == "rope_sin") {
+      for (int64_t e = 0; e < n; ++e) {
+        const double angle = static_cast<double>(e / half) * config.RopeInvFreq(e % half);
+        d.values[e] = t.name == "rope_cos" ? std::cos(angle) : std::sin(angle);
+      }
+    } else if (absl::EndsWith(t.name, "norm_w")) {
+      for (double& v : d.values) v = uniform(0.8, 1.2);
+    } else if (t.name[0] == 'w' || t.name == "router" || absl::StartsWith(t.name, "experts_")) {
+      const double fan_in = absl::StartsWith(t.name, "experts_") ? t.cols : t.rows;
+      const double bound = 1.0 / std::sqrt(fan_in);
+      for (double& v : d.values) v = uniform(-bound, bound);
+    } else {
+      for (double& v : d.values) v = uniform(-1, 1);
+    }
+    inputs[t.name] = std::move(d);
+  }
+  return inputs;
+}
 
 TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {
-  absl::StatusOr<ModelConfig> c = ReadModelConfig(WriteConfig("small_qwen3", Qwen3Json("")));
+  const std::string& model = GetParam().model;
+  absl::StatusOr<ModelConfig> c = ReadModelConfig(WriteConfig("small_" + model, SmallModel(model)));
   ASSERT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<Target> target = LoadTarget(GetParam());
+  absl::StatusOr<Target> target = LoadTarget(GetParam().target);
   ASSERT_TRUE(target.ok()) << target.status();
   // Heads of 16: whole 8 x 8 tiles on test_tiny (the caches dense, the flash form), narrower than wormhole's 32
   // (the caches flat rows) -- both layouts of the cache writes.
-  const int64_t cache = 20, half = c->head_dim / 2;
-  for (int64_t position : {1, 7, 20}) {
-    SCOPED_TRACE(absl::StrCat("position ", position, " on ", GetParam()));
-    absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, 1, DecodePhase{position, cache}, *target);
-    ASSERT_TRUE(p.ok()) << p.status();
-    absl::StatusOr<LoweredLayer> l = LowerLayer(*p, *target);
-    ASSERT_TRUE(l.ok()) << l.status();
-    CertifyResult cert = Certify(l->program, *target);
-    for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
-    uint64_t state = 12345 + position;
-    auto uniform = [&state](double lo, double hi) {
-      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-      return lo + (hi - lo) * static_cast<double>(state >> 11) * 0x1.0p-53;
-    };
-    TensorMap inputs;
-    for (const Tensor& t : CompositionInputs(l->program)) {
-      TensorData d{t.rows, t.cols, t.precision, std::vector<double>(t.rows * t.cols)};
-      const int64_t n = t.rows * t.cols;
-      if (t.name == "pos") {
-        d.values[0] = static_cast<double>(position);
-      } else if (t.name == "rope_cos" || t.name == "rope_sin") {
-        for (int64_t e = 0; e < n; ++e) {
-          const double angle = static_cast<double>(e / half) * std::pow(c->rope_theta, -double(e % half) / half);
-          d.values[e] = t.name == "rope_cos" ? std::cos(angle) : std::sin(angle);
+  const int64_t cache = 20;
+  for (int64_t layer : {0, 1}) {
+    for (int64_t position : {1, 7, 20}) {
+      SCOPED_TRACE(absl::StrCat("layer ", layer, " at position ", position));
+      absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, layer, DecodePhase{position, cache, {}}, *target);
+      ASSERT_TRUE(p.ok()) << p.status();
+      absl::StatusOr<LoweredLayer> l = LowerLayer(*p, *target);
+      ASSERT_TRUE(l.ok()) << l.status();
+      CertifyResult cert = Certify(l->program, *target);
+      for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
+      const TensorMap inputs = LayerInputs(l->program, *c, position);
+      absl::StatusOr<TensorMap> vm = RunComposition(l->program, target->tile_rows(), target->tile_cols(), inputs);
+      ASSERT_TRUE(vm.ok()) << vm.status();
+      auto in = [&](const char* name) {
+        auto it = inputs.find(name);
+        return it == inputs.end() ? std::vector<double>() : it->second.values;
+      };
+      testing::DecoderWeights w{in("attn_norm_w"), in("wq"),        in("wk"),         in("wv"),
+                                in("q_norm_w"),    in("k_norm_w"),  in("wo"),         in("mlp_norm_w"),
+                                in("w_gate"),      in("w_up"),      in("w_down"),     in("router"),
+                                in("experts_gate"), in("experts_up"), in("experts_down")};
+      testing::DecoderStep want = testing::DecodeStep(*c, layer, w, in("x"), in("k_cache"), in("v_cache"), position);
+      auto expect_near = [&](const char* name, const std::vector<double>& ref) {
+        ASSERT_TRUE(vm->count(name)) << "the VM produced no '" << name << "'";
+        const std::vector<double>& got = vm->at(name).values;
+        ASSERT_EQ(got.size(), ref.size()) << name;
+        double worst = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::max(std::fabs(ref[i]), 1.0));
         }
-      } else if (absl::EndsWith(t.name, "norm_w")) {
-        for (double& v : d.values) v = uniform(0.8, 1.2);
-      } else if (t.name[0] == 'w') {
-        const double bound = 1.0 / std::sqrt(static_cast<double>(t.rows));
-        for (double& v : d.values) v = uniform(-bound, bound);
-      } else {
-        for (double& v : d.values) v = uniform(-1, 1);
-      }
-      inputs[t.name] = std::move(d);
+        EXPECT_LE(worst, 1e-12) << name;
+      };
+      expect_near("x_out", want.x_out);
+      expect_near("k_cache", want.k_cache);
+      expect_near("v_cache", want.v_cache);
     }
-    absl::StatusOr<TensorMap> vm = RunComposition(l->program, target->tile_rows(), target->tile_cols(), inputs);
-    ASSERT_TRUE(vm.ok()) << vm.status();
-    auto in = [&](const char* name) { return inputs.at(name).values; };
-    testing::Qwen3Weights w{in("attn_norm_w"), in("wq"),     in("wk"),         in("wv"),
-                            in("q_norm_w"),    in("k_norm_w"), in("wo"),       in("mlp_norm_w"),
-                            in("w_gate"),      in("w_up"),   in("w_down")};
-    testing::Qwen3Step want =
-        testing::Qwen3DecodeStep(*c, w, in("x"), in("k_cache"), in("v_cache"), position);
-    auto expect_near = [&](const char* name, const std::vector<double>& ref) {
-      ASSERT_TRUE(vm->count(name)) << "the VM produced no '" << name << "'";
-      const std::vector<double>& got = vm->at(name).values;
-      ASSERT_EQ(got.size(), ref.size()) << name;
-      double worst = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::max(std::fabs(ref[i]), 1.0));
-      }
-      EXPECT_LE(worst, 1e-12) << name;
-    };
-    expect_near("x_out", want.x_out);
-    expect_near("k_cache", want.k_cache);
-    expect_near("v_cache", want.v_cache);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, SmallLayer, ::testing::Values("test_tiny", "wormhole_n150"));
+std::vector<SmallCase> SmallCases() {
+  std::vector<SmallCase> out;
+  for (const char* model : {"qwen3", "llama", "qwen3_moe"}) {
+    for (const char* target : {"test_tiny", "wormhole_n150"}) out.push_back({model, target});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SmallLayer, ::testing::ValuesIn(SmallCases()),
+                         [](const auto& info) { return info.param.model + "_" + info.param.target; });
 
 }  // namespace
 }  // namespace spatial

@@ -322,6 +322,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
+using ::testing::Not;
+
 class ModelFlow : public testing::Test, public SpatialCliBase {
  protected:
   void SetUp() override { MakeDir(); }
@@ -332,27 +334,49 @@ TEST_F(ModelFlow, OneQwen3LayerPerOp) {
   CliRun r = Spatial(absl::StrCat("model --config=qwen3-0.6b --layer=0 --decode=128 --cache=256 --report=",
                                   Path("layer.json")));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("Qwen3ForCausalLM layer 0, decode at position 128 over a 256-row cache, on "
-                               "wormhole_n150 (timing only)"));
+  EXPECT_THAT(r.out, HasSubstr("Qwen3ForCausalLM layer 0 (dense MLP), decode at position 128 over a 256-row cache, "
+                               "on wormhole_n150 (timing only, weights default)"));
   for (const char* op : {"attn_norm", "q_proj", "k_norm", "q_rope", "k_cache_write", "attention", "o_proj",
                          "attn_residual", "gate_proj", "silu", "swiglu_mul", "down_proj", "mlp_residual"}) {
     EXPECT_THAT(r.out, testing::ContainsRegex(absl::StrCat("\n", op, " +[a-z_]+ +[0-9]+ +[0-9]+ ")));
   }
-  EXPECT_THAT(r.out, testing::ContainsRegex("\nlayer +[0-9]+ +[0-9]+ +[0-9.]+ +100.0%"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("\ntotal +[0-9]+ +[0-9]+ +[0-9.]+ +100.0%"));
   EXPECT_THAT(r.out, testing::ContainsRegex("28 layers of this kind: [0-9.]+ ms a token, [0-9.]+ tokens/s per user"));
   EXPECT_EQ(std::system(absl::StrCat("python3 -m json.tool '", Path("layer.json"), "' >/dev/null").c_str()), 0);
   EXPECT_THAT(Slurp(Path("layer.json")), HasSubstr("\"total_cycles\""));
 }
 
+// The whole token: the mixture model's one kind of layer times 48, then the head; tt_transformers' weight formats.
+TEST_F(ModelFlow, AllLayersOfTheMixtureModel) {
+  CliRun r = Spatial("model --config=qwen3-30b-a3b --decode=128 --weights=performance --all-layers");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Qwen3MoeForCausalLM layer 0 (mixture of experts)"));
+  EXPECT_THAT(r.out, HasSubstr("weights performance"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("\nmoe +moe +[0-9]+ +[0-9]+ "));
+  EXPECT_THAT(r.out, testing::ContainsRegex("layer \\(mixture of experts\\) +48 +[0-9]+ +[0-9.]+\n"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("head \\(final norm, LM head\\) +1 +[0-9]+ +[0-9.]+\n"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("token: [0-9.]+ ms, [0-9.]+ tokens/s per user"));
+  CliRun llama = Spatial("model --config=llama-3.1-8b --decode=128 --all-layers");
+  ASSERT_EQ(llama.code, 0) << llama.err;
+  EXPECT_THAT(llama.out, Not(HasSubstr("q_norm")));
+  EXPECT_THAT(llama.out, testing::ContainsRegex("layer \\(dense MLP\\) +32 "));
+}
+
 TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
+  CliRun weights = Spatial("model --config=qwen3-0.6b --decode=4 --weights=fp8");
+  EXPECT_EQ(weights.code, 2);
+  EXPECT_THAT(weights.err, HasSubstr("--weights takes default, bf16, bfp8_b, bfp4_b or performance, got 'fp8'"));
+  CliRun trace = Spatial(absl::StrCat("model --config=qwen3-0.6b --decode=4 --all-layers --trace=", Path("t.json")));
+  EXPECT_EQ(trace.code, 2);
+  EXPECT_THAT(trace.err, HasSubstr("--trace, --svg and --report describe one layer: not with --all-layers"));
   CliRun none = Spatial("model --config=no-such-model --decode=4");
   EXPECT_EQ(none.code, 2);
   EXPECT_THAT(none.err, HasSubstr("no-such-model: error: no such config file or example model"));
-  const std::string llama =
-      Write("llama.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64})");
-  CliRun arch = Spatial(absl::StrCat("model --config=", llama, " --decode=4"));
+  const std::string mamba =
+      Write("mamba.json", R"({"architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 64})");
+  CliRun arch = Spatial(absl::StrCat("model --config=", mamba, " --decode=4"));
   EXPECT_EQ(arch.code, 1);
-  EXPECT_THAT(arch.err, HasSubstr("architecture 'LlamaForCausalLM' (model_type 'llama') is not recognized"));
+  EXPECT_THAT(arch.err, HasSubstr("architecture 'MambaForCausalLM' (model_type 'mamba') is not recognized"));
   CliRun prefill = Spatial("model --config=qwen3-0.6b --prefill=128");
   EXPECT_EQ(prefill.code, 1);
   EXPECT_THAT(prefill.err, HasSubstr("--prefill is not supported yet"));

@@ -1,0 +1,166 @@
+// A decoder layer's decode step in plain f64 loops, written from transformers' modeling_qwen3.py,
+// modeling_qwen3_moe.py and modeling_llama.py, not from the lowerings (issue #15: the VM's
+// layer against a reference that shares none of the op references' code). RMSNorm is x / sqrt(mean(x^2) + eps) * w;
+// Qwen3 norms each q and k head so; RoPE is the NeoX half split with inv_freq theta^(-i/half) (Llama 3.1's llama3
+// bands when the config scales it) at the token's 0-based position P-1; attention is softmax(q.k / sqrt(hd)) over
+// cache rows 0..P-1 after row P-1 holds this token's k and v, query head h reading K/V head h / (heads / kv_heads);
+// the MLP is down(silu(gate) * up), or the mixture: softmax over the router's logits, the top k (renormalized when
+// norm_topk_prob), each chosen expert's SwiGLU weighed by its score.
+#ifndef TESTS_MODELS_DECODER_REFERENCE_H_
+#define TESTS_MODELS_DECODER_REFERENCE_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/model_config.h"
+
+namespace spatial::testing {
+
+struct DecoderWeights {
+  // Row-major, dense matmul weights as k x n (the layer's convention, models/layer.h); q/k norms only for Qwen3.
+  std::vector<double> attn_norm_w, wq, wk, wv, q_norm_w, k_norm_w, wo, mlp_norm_w, w_gate, w_up, w_down;
+  // The mixture: router d x ne; expert e's gate and up rows (out) at (e*dff + o)*d, its down rows at (e*d + j)*dff,
+  // PyTorch's out x in per expert (lowerings/moe/moe.h's layout).
+  std::vector<double> router, experts_gate, experts_up, experts_down;
+};
+
+struct DecoderStep {
+  std::vector<double> x_out;             // 1 x hidden
+  std::vector<double> k_cache, v_cache;  // cache x kv_heads*head_dim, row P-1 rewritten
+};
+
+inline std::vector<double> RmsNorm(const std::vector<double>& x, int64_t first, int64_t n,
+                                   const std::vector<double>& w, double eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += x[first + i] * x[first + i];
+  const double inv = 1.0 / std::sqrt(ss / n + eps);
+  std::vector<double> y(n);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[first + i] * inv * w[i];
+  return y;
+}
+
+inline std::vector<double> VecMat(const std::vector<double>& x, const std::vector<double>& w, int64_t k, int64_t n) {
+  std::vector<double> y(n, 0.0);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; ++j) y[j] += x[i] * w[i * n + j];
+  }
+  return y;
+}
+
+// transformers' _compute_llama3_parameters, for inv_freq f of a head_dim-wide rotary.
+inline double Llama3Scaled(double f, const RopeScaling& r) {
+  const double pi = 3.14159265358979323846, wavelen = 2 * pi / f, old = r.original_max_positions;
+  const double low_wavelen = old / r.low_freq_factor, high_wavelen = old / r.high_freq_factor;
+  if (wavelen < high_wavelen) return f;
+  if (wavelen > low_wavelen) return f / r.factor;
+  const double smooth = (old / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  return (1 - smooth) * f / r.factor + smooth * f;
+}
+
+inline std::vector<double> SwiGlu(const std::vector<double>& x, const double* gate, const double* up,
+                                  const double* down, int64_t d, int64_t ff, bool out_by_in) {
+  // out_by_in: PyTorch's out x in rows (the mixture's layout); else the dense k x n.
+  std::vector<double> prod(ff, 0.0), y(d, 0.0);
+  for (int64_t o = 0; o < ff; ++o) {
+    double g = 0, u = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      g += x[i] * (out_by_in ? gate[o * d + i] : gate[i * ff + o]);
+      u += x[i] * (out_by_in ? up[o * d + i] : up[i * ff + o]);
+    }
+    prod[o] = g / (1.0 + std::exp(-g)) * u;
+  }
+  for (int64_t j = 0; j < d; ++j) {
+    for (int64_t o = 0; o < ff; ++o) y[j] += prod[o] * (out_by_in ? down[j * ff + o] : down[o * d + j]);
+  }
+  return y;
+}
+
+inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const DecoderWeights& w,
+                              const std::vector<double>& x, std::vector<double> k_cache, std::vector<double> v_cache,
+                              int64_t position) {
+  const int64_t d = c.hidden, hd = c.head_dim, half = hd / 2, nh = c.heads, nkv = c.kv_heads;
+  const int64_t kvw = nkv * hd, ff = c.intermediate, row = position - 1;
+  const std::vector<double> h = RmsNorm(x, 0, d, w.attn_norm_w, c.eps);
+  std::vector<double> q = VecMat(h, w.wq, d, nh * hd), k = VecMat(h, w.wk, d, kvw), v = VecMat(h, w.wv, d, kvw);
+  const bool qwen3 = c.architecture != "LlamaForCausalLM";
+  auto norm_and_rotate = [&](std::vector<double>& t, int64_t heads, const std::vector<double>& nw) {
+    for (int64_t hh = 0; hh < heads; ++hh) {
+      std::vector<double> n(t.begin() + hh * hd, t.begin() + (hh + 1) * hd);
+      if (qwen3) n = RmsNorm(t, hh * hd, hd, nw, c.eps);
+      for (int64_t i = 0; i < half; ++i) {
+        double f = std::pow(c.rope_theta, -static_cast<double>(i) / half);
+        if (c.rope_scaling.type == "llama3") f = Llama3Scaled(f, c.rope_scaling);
+        const double angle = static_cast<double>(row) * f;
+        t[hh * hd + i] = n[i] * std::cos(angle) - n[i + half] * std::sin(angle);
+        t[hh * hd + i + half] = n[i] * std::sin(angle) + n[i + half] * std::cos(angle);
+      }
+    }
+  };
+  norm_and_rotate(q, nh, w.q_norm_w);
+  norm_and_rotate(k, nkv, w.k_norm_w);
+  std::copy(k.begin(), k.end(), k_cache.begin() + row * kvw);
+  std::copy(v.begin(), v.end(), v_cache.begin() + row * kvw);
+  std::vector<double> ctx(nh * hd, 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  for (int64_t hh = 0; hh < nh; ++hh) {
+    const int64_t g = hh / (nh / nkv);
+    std::vector<double> s(position);
+    double m = -INFINITY;
+    for (int64_t j = 0; j < position; ++j) {
+      double dot = 0;
+      for (int64_t e = 0; e < hd; ++e) dot += q[hh * hd + e] * k_cache[j * kvw + g * hd + e];
+      s[j] = scale * dot;
+      m = std::max(m, s[j]);
+    }
+    double sum = 0;
+    for (double& e : s) sum += (e = std::exp(e - m));
+    for (int64_t j = 0; j < position; ++j) {
+      for (int64_t e = 0; e < hd; ++e) ctx[hh * hd + e] += s[j] / sum * v_cache[j * kvw + g * hd + e];
+    }
+  }
+  const std::vector<double> attn = VecMat(ctx, w.wo, nh * hd, d);
+  std::vector<double> h1(d);
+  for (int64_t i = 0; i < d; ++i) h1[i] = x[i] + attn[i];
+  const std::vector<double> h2 = RmsNorm(h1, 0, d, w.mlp_norm_w, c.eps);
+  std::vector<double> down(d, 0.0);
+  const bool moe = c.experts > 0 && std::find(c.dense_layers.begin(), c.dense_layers.end(), layer) ==
+                                        c.dense_layers.end() && (layer + 1) % c.sparse_step == 0;
+  if (!moe) {
+    down = SwiGlu(h2, w.w_gate.data(), w.w_up.data(), w.w_down.data(), d, ff, false);
+  } else {
+    const int64_t ne = c.experts, eff = c.moe_intermediate;
+    std::vector<double> p = VecMat(h2, w.router, d, ne);
+    const double m = *std::max_element(p.begin(), p.end());
+    double z = 0;
+    for (double& e : p) z += (e = std::exp(e - m));
+    for (double& e : p) e /= z;
+    std::vector<int64_t> chosen;
+    std::vector<bool> taken(ne, false);
+    double kept = 0;
+    for (int64_t r = 0; r < c.experts_per_token; ++r) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < ne; ++e) {
+        if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+      }
+      taken[best] = true;
+      chosen.push_back(best);
+      kept += p[best];
+    }
+    for (int64_t e : chosen) {
+      const std::vector<double> y = SwiGlu(h2, w.experts_gate.data() + e * eff * d, w.experts_up.data() + e * eff * d,
+                                           w.experts_down.data() + e * d * eff, d, eff, true);
+      const double weight = c.norm_topk ? p[e] / kept : p[e];
+      for (int64_t j = 0; j < d; ++j) down[j] += weight * y[j];
+    }
+  }
+  DecoderStep out{std::vector<double>(d), std::move(k_cache), std::move(v_cache)};
+  for (int64_t i = 0; i < d; ++i) out.x_out[i] = h1[i] + down[i];
+  return out;
+}
+
+}  // namespace spatial::testing
+
+#endif  // TESTS_MODELS_DECODER_REFERENCE_H_
