@@ -169,6 +169,26 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
   return p;
 }
 
+bool WeightRecipe(const std::string& name, WeightFormats* out) {
+  auto all = [&](proto::Precision p) { *out = WeightFormats{p, p, p, p}; };
+  if (name == "default") {
+    *out = WeightFormats{};
+  } else if (name == "bf16") {
+    all(proto::BF16);
+  } else if (name == "bfp8_b") {
+    all(proto::BFP8_B);
+  } else if (name == "bfp4_b") {
+    all(proto::BFP4_B);
+  } else if (name == "ff13_bfp4" || name == "performance") {
+    *out = WeightFormats{proto::BFP8_B, proto::BFP4_B, proto::BFP8_B, proto::BFP8_B};
+  } else if (name == "mlp_bfp4") {
+    *out = WeightFormats{proto::BFP8_B, proto::BFP4_B, proto::BFP4_B, proto::BFP8_B};
+  } else {
+    return false;
+  }
+  return true;
+}
+
 LayerPlan HeadPlan(const ModelConfig& c, const WeightFormats& formats) {
   LayerPlan p;
   p.name = absl::StrCat(c.architecture, "_head");

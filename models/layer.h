@@ -42,6 +42,13 @@ struct WeightFormats {
   proto::Precision lm_head = proto::PRECISION_UNSPECIFIED;
 };
 
+// The named weight recipes: "default" (every weight the target's matrix input precision), "bf16", "bfp8_b",
+// "bfp4_b" (every matmul weight so), and tt_transformers' two decode recipes: "ff13_bfp4" (gate and up bfp4_b, the
+// rest bfp8_b: models/README.md's "bfp4 MLP FF1+FF3"; also called "performance") and "mlp_bfp4" (gate, up and
+// down bfp4_b, the rest bfp8_b: PERF.md's "bfp4 MLP and bfp8 attention weights"). False for any other name.
+bool WeightRecipe(const std::string& name, WeightFormats* out);
+inline constexpr const char* kWeightRecipeNames = "default, bf16, bfp8_b, bfp4_b, ff13_bfp4 (= performance), mlp_bfp4";
+
 // A decode step at 1-based position `position` (the token attends positions 1..P, P itself its own) over caches
 // of `cache` rows.
 struct DecodePhase {

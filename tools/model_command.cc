@@ -6,14 +6,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "certify/certify.h"
 #include "lowerings/registry.h"  // OpKindName
+#include "models/decode_token.h"
 #include "models/layer.h"
-#include "sim/simulate.h"
 #include "spatial/proto_file.h"
 #include "tools/command_common.h"
 #include "tools/commands.h"
-#include "spatial/status_macros.h"
 
 namespace spatial {
 namespace {
@@ -28,55 +26,6 @@ bool IntFlag(const cli::ParsedArgs& args, const std::string& flag, int64_t def, 
   if (absl::SimpleAtoi(args.Get(flag), out)) return true;
   cli::UsageError(std::cerr, cmd, absl::StrCat("--", flag, " takes an integer, got '", args.Get(flag), "'"));
   return false;
-}
-
-// The weight formats --weights names.
-bool ParseWeights(const std::string& name, WeightFormats* out) {
-  using proto::Precision;
-  auto all = [&](Precision p) { *out = WeightFormats{p, p, p, p}; };
-  if (name == "bf16") {
-    all(proto::BF16);
-  } else if (name == "bfp8_b") {
-    all(proto::BFP8_B);
-  } else if (name == "bfp4_b") {
-    all(proto::BFP4_B);
-  } else if (name == "performance") {
-    // tt_transformers' performance decode (models/tt_transformers/PERF.md: "bfp4 MLP FF1+FF3"; the rest bfp8_b).
-    *out = WeightFormats{proto::BFP8_B, proto::BFP4_B, proto::BFP8_B, proto::BFP8_B};
-  } else if (name != "default") {
-    return false;
-  }
-  return true;
-}
-
-// One plan lowered, certified and simulated timing-only at decode position `position`; the report's total is
-// checked to be the sum of its sections.
-struct PlanRun {
-  LoweredLayer lowered;
-  proto::SimReport report;
-};
-
-absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position,
-                                const SimOptions& options) {
-  ASSIGN_OR_RETURN(LoweredLayer lowered, LowerLayer(plan, target));
-  CertifyResult cert = Certify(lowered.program, target);
-  if (!cert.ok()) {
-    std::string diags;
-    for (const proto::Diagnostic& d : cert.diagnostics) absl::StrAppend(&diags, FormatDiagnostic(d, plan.name), "\n");
-    return absl::FailedPreconditionError(absl::StrCat(diags, plan.name, " did not certify on ", target.name()));
-  }
-  TensorMap inputs;
-  inputs["pos"] = TensorData{1, 1, Precision::kInt32, {static_cast<double>(position)}};
-  ASSIGN_OR_RETURN(SimResult r, Simulate(lowered.program, target, inputs, options));
-  // ★ THE LAYER'S TOTAL IS THE SUM OF ITS SECTIONS: sections run one after another, each starting when the one
-  // before has finished everywhere (the barrier), so any gap or overlap is a defect of the report.
-  int64_t sum = 0;
-  for (const auto& s : r.report.sections()) sum += s.cycles();
-  if (sum != r.report.total_cycles()) {
-    return absl::InternalError(absl::StrCat("internal: ", plan.name, "'s sections' cycles sum to ", sum,
-                                            " but it took ", r.report.total_cycles()));
-  }
-  return PlanRun{std::move(lowered), std::move(r.report)};
 }
 
 void PrintOps(const LayerPlan& plan, const PlanRun& run, double clock) {
@@ -130,9 +79,9 @@ int RunModel(const cli::ParsedArgs& args) {
   if (!args.Has("cache")) cache = position;
   DecodePhase phase{position, cache, {}};
   const std::string weights = args.Get("weights", "default");
-  if (!ParseWeights(weights, &phase.weights)) {
-    return cli::UsageError(std::cerr, cmd, absl::StrCat("--weights takes default, bf16, bfp8_b, bfp4_b or "
-                                                        "performance, got '", weights, "'"));
+  if (!WeightRecipe(weights, &phase.weights)) {
+    return cli::UsageError(std::cerr, cmd, absl::StrCat("--weights takes ", kWeightRecipeNames, "; got '", weights,
+                                                        "'"));
   }
   const bool all_layers = args.Has("all-layers");
   if (all_layers && (args.Has("trace") || args.Has("svg") || args.Has("report"))) {
@@ -173,34 +122,17 @@ int RunModel(const cli::ParsedArgs& args) {
   if (!all_layers) return cli::kExitOk;
   // ★ A WHOLE TOKEN: every kind of layer simulated once and counted as often as the model has it, then the head
   // (final norm, LM head). The embedding lookup is one row read and is left out.
+  absl::StatusOr<TokenTime> token = DecodeTokenTime(*config, phase, *target);
+  if (!token.ok()) return Fail(token.status());
   std::cout << absl::StrFormat("\nthe whole model, decode at position %d:\n", position);
   std::cout << absl::StrFormat("%-28s %6s %12s %12s\n", "part", "count", "cycles each", "ms a token");
-  SimOptions timing;
-  timing.timing_only = true;
-  double token_cycles = 0;
-  for (const LayerKind& k : LayerKinds(*config)) {
-    int64_t cycles = rep.total_cycles();
-    if (k.moe != moe) {
-      absl::StatusOr<LayerPlan> other = DecodeLayerPlan(*config, k.first, phase, *target);
-      if (!other.ok()) return Fail(other.status());
-      absl::StatusOr<PlanRun> r = RunPlan(*other, *target, position, timing);
-      if (!r.ok()) return Fail(r.status());
-      cycles = r->report.total_cycles();
-    }
-    token_cycles += static_cast<double>(k.count) * cycles;
-    std::cout << absl::StrFormat("%-28s %6d %12d %12.3f\n",
-                                 absl::StrCat("layer (", k.moe ? "mixture of experts" : "dense MLP", ")"), k.count,
-                                 cycles, k.count * cycles / clock * 1e3);
+  for (const TokenPart& part : token->parts) {
+    std::cout << absl::StrFormat("%-28s %6d %12d %12.3f\n", part.name, part.count, part.cycles,
+                                 part.count * part.cycles / token->clock_hz * 1e3);
   }
-  const LayerPlan head = HeadPlan(*config, phase.weights);
-  absl::StatusOr<PlanRun> h = RunPlan(head, *target, position, timing);
-  if (!h.ok()) return Fail(h.status());
-  token_cycles += h->report.total_cycles();
-  std::cout << absl::StrFormat("%-28s %6d %12d %12.3f\n", "head (final norm, LM head)", 1, h->report.total_cycles(),
-                               h->report.total_cycles() / clock * 1e3);
   std::cout << absl::StrFormat("token: %.3f ms, %.1f tokens/s per user (batch 1; no embedding lookup, sampling or "
                                "host overhead)\n",
-                               token_cycles / clock * 1e3, clock / token_cycles);
+                               token->ms(), token->tokens_per_s());
   return cli::kExitOk;
 }
 
@@ -212,16 +144,16 @@ Subcommand ModelCommand() {
   s.summary = "one decoder layer of a model from its config.json: lowered, certified, simulated, one row per op";
   s.flags = {
       {"config", FlagSpec::Kind::kValue, "NAME|FILE",
-       "a Hugging Face config.json, or an example's name (examples/models: llama-3.1-8b, qwen3-0.6b, qwen3-8b, "
-       "qwen3-30b-a3b)", true},
+       "a Hugging Face config.json, or an example's name (examples/models: llama-3.2-1b, llama-3.2-3b, "
+       "llama-3.1-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b)", true},
       {"layer", FlagSpec::Kind::kValue, "N", "the layer index (default 0)"},
       {"decode", FlagSpec::Kind::kValue, "P", "a decode step at 1-based position P (attends positions 1..P)"},
       {"cache", FlagSpec::Kind::kValue, "L", "the KV caches' rows (default P)"},
       {"prefill", FlagSpec::Kind::kValue, "T", "a prefill of T tokens (not supported yet)"},
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "the target (default wormhole_n150)"},
       {"weights", FlagSpec::Kind::kValue, "FORMAT",
-       "matmul weight storage: default (the target's), bf16, bfp8_b, bfp4_b, or performance (tt_transformers' "
-       "decode: gate/up bfp4_b, the rest bfp8_b)"},
+       "matmul weight storage: default (the target's), bf16, bfp8_b, bfp4_b, or tt_transformers' decode recipes "
+       "ff13_bfp4 (= performance: gate/up bfp4_b, the rest bfp8_b) and mlp_bfp4 (gate/up/down bfp4_b)"},
       {"all-layers", FlagSpec::Kind::kBool, "",
        "also the whole token: each kind of layer once, times its count, plus the final norm and LM head"},
       {"report", FlagSpec::Kind::kValue, "FILE", "write the layer's SimReport: .json, .binpb or text proto"},

@@ -365,7 +365,8 @@ TEST_F(ModelFlow, AllLayersOfTheMixtureModel) {
 TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   CliRun weights = Spatial("model --config=qwen3-0.6b --decode=4 --weights=fp8");
   EXPECT_EQ(weights.code, 2);
-  EXPECT_THAT(weights.err, HasSubstr("--weights takes default, bf16, bfp8_b, bfp4_b or performance, got 'fp8'"));
+  EXPECT_THAT(weights.err,
+              HasSubstr("--weights takes default, bf16, bfp8_b, bfp4_b, ff13_bfp4 (= performance), mlp_bfp4; got 'fp8'"));
   CliRun trace = Spatial(absl::StrCat("model --config=qwen3-0.6b --decode=4 --all-layers --trace=", Path("t.json")));
   EXPECT_EQ(trace.code, 2);
   EXPECT_THAT(trace.err, HasSubstr("--trace, --svg and --report describe one layer: not with --all-layers"));

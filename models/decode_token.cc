@@ -1,0 +1,50 @@
+#include "models/decode_token.h"
+
+#include "absl/strings/str_cat.h"
+#include "certify/certify.h"
+#include "spatial/status_macros.h"
+
+namespace spatial {
+
+absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position, SimOptions options) {
+  ASSIGN_OR_RETURN(LoweredLayer lowered, LowerLayer(plan, target));
+  CertifyResult cert = Certify(lowered.program, target);
+  if (!cert.ok()) {
+    std::string diags;
+    for (const proto::Diagnostic& d : cert.diagnostics) absl::StrAppend(&diags, FormatDiagnostic(d, plan.name), "\n");
+    return absl::FailedPreconditionError(absl::StrCat(diags, plan.name, " did not certify on ", target.name()));
+  }
+  options.timing_only = true;
+  TensorMap inputs;
+  inputs["pos"] = TensorData{1, 1, Precision::kInt32, {static_cast<double>(position)}};
+  ASSIGN_OR_RETURN(SimResult r, Simulate(lowered.program, target, inputs, options));
+  // ★ A PLAN'S TOTAL IS THE SUM OF ITS SECTIONS: sections run one after another, each starting when the one before
+  // has finished everywhere (the barrier), so any gap or overlap is a defect of the report.
+  int64_t sum = 0;
+  for (const auto& s : r.report.sections()) sum += s.cycles();
+  if (sum != r.report.total_cycles()) {
+    return absl::InternalError(absl::StrCat("internal: ", plan.name, "'s sections' cycles sum to ", sum,
+                                            " but it took ", r.report.total_cycles()));
+  }
+  return PlanRun{std::move(lowered), std::move(r.report)};
+}
+
+absl::StatusOr<TokenTime> DecodeTokenTime(const ModelConfig& config, const DecodePhase& phase, const Target& target) {
+  TokenTime t;
+  auto add = [&](const std::string& name, int64_t count, const LayerPlan& plan) -> absl::Status {
+    ASSIGN_OR_RETURN(PlanRun run, RunPlan(plan, target, phase.position, SimOptions{}));
+    t.parts.push_back({name, count, run.report.total_cycles()});
+    t.cycles += static_cast<double>(count) * static_cast<double>(run.report.total_cycles());
+    if (run.report.clock_hz() > 0) t.clock_hz = run.report.clock_hz();
+    return absl::OkStatus();
+  };
+  for (const LayerKind& k : LayerKinds(config)) {
+    ASSIGN_OR_RETURN(LayerPlan plan, DecodeLayerPlan(config, k.first, phase, target));
+    RETURN_IF_ERROR(add(absl::StrCat("layer (", k.moe ? "mixture of experts" : "dense MLP", ")"), k.count, plan));
+  }
+  RETURN_IF_ERROR(add("head (final norm, LM head)", 1, HeadPlan(config, phase.weights)));
+  if (t.clock_hz <= 0) return absl::InternalError("the simulation reported no clock");
+  return t;
+}
+
+}  // namespace spatial
