@@ -40,7 +40,7 @@ absl::StatusOr<TokenTime> DecodeTokenTime(const ModelConfig& config, const Decod
   };
   for (const LayerKind& k : LayerKinds(config)) {
     ASSIGN_OR_RETURN(LayerPlan plan, DecodeLayerPlan(config, k.first, phase, target));
-    RETURN_IF_ERROR(add(absl::StrCat("layer (", k.moe ? "mixture of experts" : "dense MLP", ")"), k.count, plan));
+    RETURN_IF_ERROR(add(absl::StrCat("layer (", LayerKindName(k), ")"), k.count, plan));
   }
   RETURN_IF_ERROR(add("head (final norm, LM head)", 1, HeadPlan(config, phase.weights)));
   if (t.clock_hz <= 0) return absl::InternalError("the simulation reported no clock");

@@ -26,7 +26,7 @@ struct PlanRun {
 absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position, SimOptions options);
 
 struct TokenPart {
-  std::string name;  // "layer (dense MLP)", "layer (mixture of experts)", "head (final norm, LM head)"
+  std::string name;  // "layer (dense MLP)", "layer (sliding attention, mixture of experts)", "head (final norm, ...)"
   int64_t count = 0;
   int64_t cycles = 0;  // one of them
 };

@@ -101,10 +101,21 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
   p.name = absl::StrCat(c.architecture, "_layer", layer, "_decode_p", phase.position, "_l", phase.cache);
   auto add = [&](const char* label, proto::OpSpec spec) { p.ops.push_back({label, std::move(spec)}); };
   add("attn_norm", Norm("h", "x", "attn_norm_w", 1, d, c.eps, false));
-  add("q_proj", Matmul("q", "h", "wq", d, qw, wf.attention));
-  add("k_proj", Matmul("k", "h", "wk", d, kvw, wf.attention));
-  add("v_proj", Matmul("v", "h", "wv", d, kvw, wf.attention));
-  p.weights = {"attn_norm_w", "wq", "wk", "wv"};
+  p.weights = {"attn_norm_w"};
+  // A projection, then its bias where the model has one (gpt-oss): out = in @ w (+ b).
+  auto project = [&](const char* label, const std::string& out, const char* in, const char* w, const char* bias,
+                     int64_t k, int64_t n) {
+    const std::string mm = c.attention_bias ? out + "_mm" : out;
+    add(label, Matmul(mm, in, w, k, n, wf.attention));
+    p.weights.push_back(w);
+    if (c.attention_bias) {
+      p.ops.push_back({std::string(label) + "_bias", Binary(out, mm.c_str(), bias, proto::BinarySpec::ADD, n)});
+      p.weights.push_back(bias);
+    }
+  };
+  project("q_proj", "q", "h", "wq", "bq", d, qw);
+  project("k_proj", "k", "h", "wk", "bk", d, kvw);
+  project("v_proj", "v", "h", "wv", "bv", d, kvw);
   const char* q_in = "q";
   const char* k_in = "k";
   if (c.qk_norm) {
@@ -123,7 +134,13 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
   add("v_cache_write", CacheWrite("v_cache", "v", phase.cache, kvw, dense));
   {
     proto::OpSpec s = Spec("ctx", {"q_rot", "k_cache", "v_cache", "pos"});
+    if (c.sinks) {
+      s.add_operands()->set_name("sinks");
+      p.weights.push_back("sinks");
+    }
     auto* a = s.mutable_attention();
+    a->set_sinks(c.sinks);
+    if (c.IsSlidingLayer(layer)) a->mutable_window()->set_sliding(c.sliding_window);
     a->set_h(c.heads);
     a->set_kv(c.kv_heads);
     a->set_hd(hd);
@@ -133,15 +150,17 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
     a->mutable_pos()->set_named("pos");
     add("attention", std::move(s));
   }
-  add("o_proj", Matmul("attn_out", "ctx", "wo", qw, d, wf.attention));
+  project("o_proj", "attn_out", "ctx", "wo", "bo", qw, d);
   add("attn_residual", Binary("h1", "x", "attn_out", proto::BinarySpec::ADD, d));
   add("mlp_norm", Norm("h2", "h1", "mlp_norm_w", 1, d, c.eps, false));
-  p.weights.insert(p.weights.end(), {"wo", "mlp_norm_w"});
+  p.weights.push_back("mlp_norm_w");
   if (c.IsMoeLayer(layer)) {
     // Qwen3MoeSparseMoeBlock: softmax over every expert's router logit, the top k kept (renormalized when
-    // norm_topk_prob), each chosen expert's SwiGLU weighed by its score. The MoE lowering gathers only the chosen
-    // experts' tables.
+    // norm_topk_prob), each chosen expert's SwiGLU weighed by its score. gpt-oss (GptOssMLP): the router and every
+    // expert table with a bias, the softmax of the top k logits (= the top k renormalized), the clamped SwiGLU. The
+    // MoE lowering gathers only the chosen experts' tables.
     proto::OpSpec s = Spec("mlp_out", {"h2", "router", "experts_gate", "experts_up", "experts_down"});
+    p.weights.insert(p.weights.end(), {"router", "experts_gate", "experts_up", "experts_down"});
     auto* m = s.mutable_moe();
     m->set_d(d);
     m->set_dff(c.moe_intermediate);
@@ -149,9 +168,22 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
     m->set_k(c.experts_per_token);
     m->set_score(proto::MoeSpec::SOFTMAX);
     m->set_renormalize(c.norm_topk);
-    m->set_act(proto::MoeSpec::SWIGLU);
+    m->set_act(c.swiglu_limit > 0 ? proto::MoeSpec::CLAMPED_SWIGLU : proto::MoeSpec::SWIGLU);
+    if (c.swiglu_limit > 0) {
+      m->set_clamp_limit(c.swiglu_limit);
+      m->set_clamp_slope(c.swiglu_alpha);
+    }
+    if (c.moe_biases) {
+      m->set_router_bias(true);
+      m->set_gate_bias(true);
+      m->set_up_bias(true);
+      m->set_down_bias(true);
+      for (const char* b : {"router_bias", "experts_gate_bias", "experts_up_bias", "experts_down_bias"}) {
+        s.add_operands()->set_name(b);
+        p.weights.push_back(b);
+      }
+    }
     add("moe", std::move(s));
-    p.weights.insert(p.weights.end(), {"router", "experts_gate", "experts_up", "experts_down"});
   } else {
     add("gate_proj", Matmul("gate", "h2", "w_gate", d, ff, wf.gate_up));
     add("up_proj", Matmul("up", "h2", "w_up", d, ff, wf.gate_up));
@@ -201,15 +233,20 @@ LayerPlan HeadPlan(const ModelConfig& c, const WeightFormats& formats) {
 std::vector<LayerKind> LayerKinds(const ModelConfig& c) {
   std::vector<LayerKind> kinds;
   for (int64_t l = 0; l < c.layers; ++l) {
-    const bool moe = c.IsMoeLayer(l);
-    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const LayerKind& k) { return k.moe == moe; });
+    const bool moe = c.IsMoeLayer(l), sliding = c.IsSlidingLayer(l);
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const LayerKind& k) { return k.moe == moe && k.sliding == sliding; });
     if (it == kinds.end()) {
-      kinds.push_back({l, 1, moe});
+      kinds.push_back({l, 1, moe, sliding});
     } else {
       ++it->count;
     }
   }
   return kinds;
+}
+
+std::string LayerKindName(const LayerKind& k) {
+  return absl::StrCat(k.sliding ? "sliding attention, " : "", k.moe ? "mixture of experts" : "dense MLP");
 }
 
 absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& target) {

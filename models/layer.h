@@ -8,14 +8,18 @@
 // -> + x -> RMSNorm -> SwiGLU MLP (silu(gate) * up, then down) -> + -> x_out.
 //
 // Llama (modeling_llama.py) is the same without the q/k norms. A mixture layer (Qwen3MoeForCausalLM) replaces the
-// SwiGLU MLP by the MoE op (lowerings/moe/moe.h: router, top k, the chosen experts' SwiGLUs).
+// SwiGLU MLP by the MoE op (lowerings/moe/moe.h: router, top k, the chosen experts' SwiGLUs). gpt-oss
+// (modeling_gpt_oss.py): no q/k norms, projections with biases (bq, bk, bv, bo), a sink logit per head (sinks),
+// every other layer a sliding window, the mixture with biases and the clamped SwiGLU.
 //
 // Names: the run's inputs are x, pos (the 1-based position P, one int), the weights (attn_norm_w, wq, wk, wv,
 // q_norm_w, k_norm_w (Qwen3), wo, mlp_norm_w, then w_gate, w_up, w_down or router, experts_gate, experts_up,
 // experts_down (MoeSpec's layout); dense matmul weights stored as the matmul's k x n, i.e. transposed from
-// PyTorch's Linear), the angle tables rope_cos / rope_sin (cache x head_dim/2, flat), and the carried state
-// k_cache / v_cache (cache x kv_heads*head_dim: dense tiles where the attention reads them so, else flat). The
-// result is x_out; the caches are rewritten in place.
+// PyTorch's Linear; gpt-oss adds bq, bk, bv, bo, sinks and router_bias, experts_gate_bias, experts_up_bias,
+// experts_down_bias), the angle tables rope_cos / rope_sin (cache x head_dim/2, flat: row p, pair i holds
+// RopeTableScale() * cos or sin of p * RopeInvFreq(i)), and the carried state k_cache / v_cache (cache x
+// kv_heads*head_dim: dense tiles where the attention reads them so, else flat). The result is x_out; the caches
+// are rewritten in place.
 #ifndef MODELS_LAYER_H_
 #define MODELS_LAYER_H_
 
@@ -80,13 +84,16 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& config, int64_t lay
 LayerPlan HeadPlan(const ModelConfig& config, const WeightFormats& formats);
 
 // The distinct kinds of layer a model has, for --all-layers: each kind's first layer and how many layers are of it
-// (Qwen3-30B-A3B: every layer a mixture; a dense model: one kind of every layer).
+// (Qwen3-30B-A3B: every layer a mixture; a dense model: one kind of every layer; gpt-oss: sliding and full).
 struct LayerKind {
   int64_t first = 0;
   int64_t count = 0;
   bool moe = false;
+  bool sliding = false;  // attends a sliding window (gpt-oss's sliding_attention layers)
 };
 std::vector<LayerKind> LayerKinds(const ModelConfig& config);
+// "sliding attention, mixture of experts", "dense MLP", ...
+std::string LayerKindName(const LayerKind& kind);
 
 struct LoweredLayer {
   Composition program;

@@ -21,7 +21,7 @@ std::string ExamplesDir() { return SPATIAL_MODELS_DIR; }
 }  // namespace
 
 std::vector<std::string> RecognizedArchitectures() {
-  return {"LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
+  return {"GptOssForCausalLM", "LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
 }
 
 bool ModelConfig::IsMoeLayer(int64_t layer) const {
@@ -30,9 +30,33 @@ bool ModelConfig::IsMoeLayer(int64_t layer) const {
   return sparse_step > 0 && (layer + 1) % sparse_step == 0;
 }
 
+double ModelConfig::RopeTableScale() const {
+  return rope_scaling.type == "yarn" && rope_scaling.factor > 1 ? 0.1 * std::log(rope_scaling.factor) + 1 : 1.0;
+}
+
 double ModelConfig::RopeInvFreq(int64_t i) const {
   const int64_t half = head_dim / 2;
   const double inv = std::pow(rope_theta, -static_cast<double>(i) / static_cast<double>(half));
+  if (rope_scaling.type == "yarn") {
+    // transformers' _compute_yarn_parameters: pairs rotating more than beta_fast times over the original context
+    // keep their frequency, fewer than beta_slow times are interpolated by the factor, a linear ramp between.
+    const RopeScaling& r = rope_scaling;
+    const double dim = static_cast<double>(head_dim), old = static_cast<double>(r.original_max_positions);
+    auto correction_dim = [&](double rotations) {
+      return dim * std::log(old / (rotations * 2 * M_PI)) / (2 * std::log(rope_theta));
+    };
+    double low = correction_dim(r.beta_fast), high = correction_dim(r.beta_slow);
+    if (r.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high) high += 0.001;
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    const double extrapolation = 1 - ramp;
+    return inv / r.factor * (1 - extrapolation) + inv * extrapolation;
+  }
   if (rope_scaling.type != "llama3") return inv;
   // transformers' _compute_llama3_parameters: long wavelengths slowed by the factor, short ones kept, the band
   // between blended linearly in the inverse wavelength.
@@ -100,6 +124,36 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
   c.rope_scaling.low_freq_factor = hf.rope_scaling().low_freq_factor();
   c.rope_scaling.high_freq_factor = hf.rope_scaling().high_freq_factor();
   c.rope_scaling.original_max_positions = hf.rope_scaling().original_max_position_embeddings();
+  c.rope_scaling.beta_fast = hf.rope_scaling().beta_fast();
+  c.rope_scaling.beta_slow = hf.rope_scaling().beta_slow();
+  c.rope_scaling.truncate = hf.rope_scaling().truncate();
+  c.attention_bias = hf.attention_bias();
+  c.sliding.assign(static_cast<size_t>(std::max<int64_t>(hf.num_hidden_layers(), 0)), false);
+  if (c.architecture == "GptOssForCausalLM") {
+    c.qk_norm = false;
+    c.sinks = true;
+    c.sliding_window = hf.sliding_window();
+    c.experts = hf.num_local_experts();
+    c.experts_per_token = hf.num_experts_per_tok();
+    c.moe_intermediate = hf.intermediate_size();
+    c.norm_topk = true;  // GptOssTopKRouter: the softmax of the top k logits
+    c.moe_biases = true;
+    c.swiglu_limit = hf.swiglu_limit();
+    c.swiglu_alpha = 1.702;  // GptOssExperts.alpha (modeling_gpt_oss.py; not in the config)
+    if (hf.layer_types_size() > 0 && hf.layer_types_size() != hf.num_hidden_layers()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": error: layer_types has ", hf.layer_types_size(),
+                                                     " entries for ", hf.num_hidden_layers(), " layers"));
+    }
+    for (int64_t l = 0; l < static_cast<int64_t>(c.sliding.size()); ++l) {
+      // Absent: GptOssConfig's default, even layers sliding.
+      const std::string type = hf.layer_types_size() > 0 ? hf.layer_types(static_cast<int>(l))
+                                                         : (l % 2 == 0 ? "sliding_attention" : "full_attention");
+      if (type != "sliding_attention" && type != "full_attention") {
+        return NotLowered(absl::StrCat(path, ": layer_types[", l, "] '", type, "' is not recognized"));
+      }
+      c.sliding[l] = type == "sliding_attention";
+    }
+  }
   if (c.architecture == "Qwen3MoeForCausalLM") {
     c.experts = hf.num_experts();
     c.experts_per_token = hf.num_experts_per_tok();
@@ -124,16 +178,27 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
            {"vocab_size", static_cast<double>(c.vocab)}}) {
     if (absl::Status st = positive(field, v); !st.ok()) return st;
   }
+  if (c.architecture == "GptOssForCausalLM") {
+    for (auto [field, v] : std::initializer_list<std::pair<const char*, double>>{
+             {"num_local_experts", static_cast<double>(c.experts)},
+             {"num_experts_per_tok", static_cast<double>(c.experts_per_token)},
+             {"swiglu_limit", c.swiglu_limit}}) {
+      if (absl::Status st = positive(field, v); !st.ok()) return st;
+    }
+    if (std::find(c.sliding.begin(), c.sliding.end(), true) != c.sliding.end()) {
+      if (absl::Status st = positive("sliding_window", static_cast<double>(c.sliding_window)); !st.ok()) return st;
+    }
+  }
+  if (c.experts_per_token > c.experts) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": error: num_experts_per_tok ", c.experts_per_token,
+                                                   " chooses more than the ", c.experts, " experts"));
+  }
   if (c.architecture == "Qwen3MoeForCausalLM") {
     for (auto [field, v] : std::initializer_list<std::pair<const char*, int64_t>>{
              {"num_experts", c.experts},
              {"num_experts_per_tok", c.experts_per_token},
              {"moe_intermediate_size", c.moe_intermediate}}) {
       if (absl::Status st = positive(field, static_cast<double>(v)); !st.ok()) return st;
-    }
-    if (c.experts_per_token > c.experts) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": error: num_experts_per_tok ", c.experts_per_token,
-                                                     " chooses more than the ", c.experts, " experts"));
     }
   }
   if (c.head_dim % 2 != 0) {
@@ -144,19 +209,22 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": error: num_attention_heads ", c.heads,
                                                    " does not divide among num_key_value_heads ", c.kv_heads));
   }
-  if (hf.attention_bias()) {
-    return NotLowered(absl::StrCat(path, ": attention_bias: projections with a bias are not recognized yet"));
-  }
   if (!hf.hidden_act().empty() && hf.hidden_act() != "silu") {
     return NotLowered(absl::StrCat(path, ": hidden_act '", hf.hidden_act(), "' (only silu's SwiGLU is recognized)"));
   }
   if (!c.rope_scaling.type.empty()) {
     const RopeScaling& r = c.rope_scaling;
-    if (r.type != "llama3") {
-      return NotLowered(absl::StrCat(path, ": rope_scaling '", r.type, "' is not recognized (llama3 is)"));
+    if (r.type != "llama3" && r.type != "yarn") {
+      return NotLowered(absl::StrCat(path, ": rope_scaling '", r.type, "' is not recognized (llama3 and yarn are)"));
     }
-    if (!(r.factor > 0) || !(r.low_freq_factor > 0) || !(r.high_freq_factor > r.low_freq_factor) ||
-        r.original_max_positions <= 0) {
+    if (r.type == "yarn" && (!(r.factor > 0) || !(r.beta_fast > r.beta_slow) || !(r.beta_slow > 0) ||
+                             r.original_max_positions <= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": error: rope_scaling yarn needs factor > 0, 0 < beta_slow < beta_fast and "
+                "original_max_position_embeddings > 0"));
+    }
+    if (r.type == "llama3" && (!(r.factor > 0) || !(r.low_freq_factor > 0) ||
+                               !(r.high_freq_factor > r.low_freq_factor) || r.original_max_positions <= 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": error: rope_scaling llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
                 "original_max_position_embeddings > 0"));

@@ -12,17 +12,23 @@
 
 namespace spatial {
 
-// RoPE's frequency scaling: "llama3" (Llama 3.1's wavelength bands), or none (type empty).
+// RoPE's frequency scaling: "llama3" (Llama 3.1's wavelength bands), "yarn" (gpt-oss), or none (type empty).
 struct RopeScaling {
   std::string type;
   double factor = 1, low_freq_factor = 1, high_freq_factor = 1;
   int64_t original_max_positions = 0;
+  double beta_fast = 0, beta_slow = 0;  // yarn
+  bool truncate = false;
 };
 
 struct ModelConfig {
   std::string source;        // the file it was read from
   std::string architecture;  // architectures[0], "Qwen3ForCausalLM"
-  bool qk_norm = false;      // Qwen3: a per-head RMSNorm of q and k before RoPE (Llama has none)
+  bool qk_norm = false;      // Qwen3: a per-head RMSNorm of q and k before RoPE (Llama, gpt-oss have none)
+  bool attention_bias = false;  // q, k, v and o projections with a bias (gpt-oss)
+  bool sinks = false;           // a learned sink logit per query head in the softmax's denominator (gpt-oss)
+  int64_t sliding_window = 0;   // the positions a sliding layer attends (its last W)
+  std::vector<bool> sliding;    // per layer: attends a sliding window (gpt-oss's layer_types)
   int64_t hidden = 0;
   int64_t intermediate = 0;
   int64_t layers = 0;
@@ -42,12 +48,22 @@ struct ModelConfig {
   bool norm_topk = false;
   int64_t sparse_step = 1;
   std::vector<int64_t> dense_layers;
+  // gpt-oss's mixture: a router with a bias, experts whose gate, up and down have biases, and its clamped SwiGLU
+  // (gate clamped above at the limit, up to [-limit, limit], gate * sigmoid(alpha * gate) * (up + 1)).
+  bool moe_biases = false;
+  double swiglu_limit = 0;  // 0: the plain SwiGLU
+  double swiglu_alpha = 0;
 
   // Whether layer `layer`'s MLP is the mixture (transformers' Qwen3MoeDecoderLayer: not in mlp_only_layers, and
   // (layer + 1) a multiple of decoder_sparse_step).
   bool IsMoeLayer(int64_t layer) const;
+  bool IsSlidingLayer(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(sliding.size()) && sliding[layer];
+  }
   // RoPE's inverse frequency of pair i < head_dim/2: theta^(-i/half), scaled as rope_scaling says.
   double RopeInvFreq(int64_t i) const;
+  // The factor the angle tables' cos and sin carry: yarn's attention factor 0.1 ln(factor) + 1, else 1.
+  double RopeTableScale() const;
 };
 
 // The architectures the recognizer lowers, sorted.
@@ -58,9 +74,9 @@ std::vector<std::string> ExampleModelNames();
 
 // Reads `name_or_path`: a config.json path, or the name of an example config. Errors name the file and the field:
 // an unreadable file or bad JSON (InvalidArgument), a missing or non-positive size, query heads that do not divide
-// among the K/V heads, a mixture that chooses none or more experts than it has; an architecture not in
-// RecognizedArchitectures(), projections with a bias, an activation other than silu, and a RoPE scaling other than
-// llama3 are NotLowered, naming them.
+// among the K/V heads, a mixture that chooses none or more experts than it has, layer_types of the wrong length; an
+// architecture not in RecognizedArchitectures(), an activation other than silu, a RoPE scaling other than llama3
+// or yarn, and a layer type other than sliding_attention or full_attention are NotLowered, naming them.
 absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path);
 
 }  // namespace spatial

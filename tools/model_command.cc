@@ -105,15 +105,15 @@ int RunModel(const cli::ParsedArgs& args) {
     if (absl::Status st = WriteProtoFile(args.Get("report"), rep); !st.ok()) return Fail(st);
   }
   const double clock = rep.clock_hz() > 0 ? rep.clock_hz() : 1e9;
-  const bool moe = config->IsMoeLayer(layer);
+  const LayerKind self{layer, 0, config->IsMoeLayer(layer), config->IsSlidingLayer(layer)};
   std::cout << absl::StrFormat("%s layer %d (%s), decode at position %d over a %d-row cache, on %s (timing only, "
                                "weights %s)\n",
-                               config->architecture, layer, moe ? "mixture of experts" : "dense MLP", position, cache,
-                               target->name(), weights);
+                               config->architecture, layer, LayerKindName(self), position, cache, target->name(),
+                               weights);
   PrintOps(*plan, *run, clock);
   int64_t of_kind = 0;
   for (const LayerKind& k : LayerKinds(*config)) {
-    if (k.moe == moe) of_kind = k.count;
+    if (k.moe == self.moe && k.sliding == self.sliding) of_kind = k.count;
   }
   std::cout << absl::StrFormat("%d layers of this kind: %.3f ms a token, %.1f tokens/s per user (layers only: no "
                                "embedding, final norm or LM head)\n",
@@ -125,9 +125,9 @@ int RunModel(const cli::ParsedArgs& args) {
   absl::StatusOr<TokenTime> token = DecodeTokenTime(*config, phase, *target);
   if (!token.ok()) return Fail(token.status());
   std::cout << absl::StrFormat("\nthe whole model, decode at position %d:\n", position);
-  std::cout << absl::StrFormat("%-28s %6s %12s %12s\n", "part", "count", "cycles each", "ms a token");
+  std::cout << absl::StrFormat("%-46s %6s %12s %12s\n", "part", "count", "cycles each", "ms a token");
   for (const TokenPart& part : token->parts) {
-    std::cout << absl::StrFormat("%-28s %6d %12d %12.3f\n", part.name, part.count, part.cycles,
+    std::cout << absl::StrFormat("%-46s %6d %12d %12.3f\n", part.name, part.count, part.cycles,
                                  part.count * part.cycles / token->clock_hz * 1e3);
   }
   std::cout << absl::StrFormat("token: %.3f ms, %.1f tokens/s per user (batch 1; no embedding lookup, sampling or "
@@ -144,8 +144,8 @@ Subcommand ModelCommand() {
   s.summary = "one decoder layer of a model from its config.json: lowered, certified, simulated, one row per op";
   s.flags = {
       {"config", FlagSpec::Kind::kValue, "NAME|FILE",
-       "a Hugging Face config.json, or an example's name (examples/models: llama-3.2-1b, llama-3.2-3b, "
-       "llama-3.1-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b)", true},
+       "a Hugging Face config.json, or an example's name (examples/models: gpt-oss-20b, llama-3.2-1b, "
+       "llama-3.2-3b, llama-3.1-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b)", true},
       {"layer", FlagSpec::Kind::kValue, "N", "the layer index (default 0)"},
       {"decode", FlagSpec::Kind::kValue, "P", "a decode step at 1-based position P (attends positions 1..P)"},
       {"cache", FlagSpec::Kind::kValue, "L", "the KV caches' rows (default P)"},
@@ -166,9 +166,9 @@ Subcommand ModelCommand() {
       "the mixture of experts), lowers each for the target, joins them into one program, certifies it and\n"
       "simulates it timing-only. Prints one row per op (sections, cycles, share of the layer, what bounds its\n"
       "longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to equal the sum of\n"
-      "its sections; --all-layers adds the whole token. Recognized architectures: LlamaForCausalLM,\n"
-      "Qwen3ForCausalLM, Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification, 2 on bad usage or an\n"
-      "unreadable config.";
+      "its sections; --all-layers adds the whole token. Recognized architectures: GptOssForCausalLM,\n"
+      "LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification,\n"
+      "2 on bad usage or an unreadable config.";
   s.examples = {"spatial model --config=qwen3-8b --decode=4096 --cache=8192 --target=wormhole_n150",
                 "spatial model --config=path/to/config.json --layer=3 --decode=128 --report=layer.json",
                 "spatial model --config=llama-3.1-8b --decode=128 --weights=performance --all-layers"};

@@ -5,7 +5,10 @@
 // bands when the config scales it) at the token's 0-based position P-1; attention is softmax(q.k / sqrt(hd)) over
 // cache rows 0..P-1 after row P-1 holds this token's k and v, query head h reading K/V head h / (heads / kv_heads);
 // the MLP is down(silu(gate) * up), or the mixture: softmax over the router's logits, the top k (renormalized when
-// norm_topk_prob), each chosen expert's SwiGLU weighed by its score.
+// norm_topk_prob), each chosen expert's SwiGLU weighed by its score. gpt-oss (modeling_gpt_oss.py) adds biases
+// to q, k, v, o, the router and the experts, a sink logit per head in the softmax, sliding layers that see their
+// last W positions, yarn's RoPE (its frequencies, and cos and sin times 0.1 ln(factor) + 1), and the clamped
+// SwiGLU.
 #ifndef TESTS_MODELS_DECODER_REFERENCE_H_
 #define TESTS_MODELS_DECODER_REFERENCE_H_
 
@@ -25,6 +28,9 @@ struct DecoderWeights {
   // The mixture: router d x ne; expert e's gate and up rows (out) at (e*dff + o)*d, its down rows at (e*d + j)*dff,
   // PyTorch's out x in per expert (lowerings/moe/moe.h's layout).
   std::vector<double> router, experts_gate, experts_up, experts_down;
+  // gpt-oss: the projections' biases, a sink logit per query head, the router's and the experts' biases (expert e's
+  // gate and up at e*dff, down at e*d).
+  std::vector<double> bq, bk, bv, bo, sinks, router_bias, experts_gate_bias, experts_up_bias, experts_down_bias;
 };
 
 struct DecoderStep {
@@ -60,22 +66,54 @@ inline double Llama3Scaled(double f, const RopeScaling& r) {
   return (1 - smooth) * f / r.factor + smooth * f;
 }
 
-inline std::vector<double> SwiGlu(const std::vector<double>& x, const double* gate, const double* up,
-                                  const double* down, int64_t d, int64_t ff, bool out_by_in) {
-  // out_by_in: PyTorch's out x in rows (the mixture's layout); else the dense k x n.
+// transformers' _compute_yarn_parameters for pair i of a dim-wide rotary (truncate false: no rounding of the band).
+inline double YarnScaled(double f, int64_t i, int64_t dim, double theta, const RopeScaling& r) {
+  const double pi = 3.14159265358979323846;
+  auto dim_of = [&](double rot) {
+    return dim * std::log(r.original_max_positions / (rot * 2 * pi)) / (2 * std::log(theta));
+  };
+  double lo = dim_of(r.beta_fast), hi = dim_of(r.beta_slow);
+  if (r.truncate) lo = std::floor(lo), hi = std::ceil(hi);
+  lo = std::max(lo, 0.0);
+  hi = std::min(hi, dim - 1.0);
+  if (lo == hi) hi += 0.001;
+  const double ramp = std::min(std::max((i - lo) / (hi - lo), 0.0), 1.0);
+  return f / r.factor * ramp + f * (1 - ramp);
+}
+
+// One SwiGLU. out_by_in: PyTorch's out x in rows (the mixture's layout), else the dense k x n. Biases may be null.
+// limit > 0: gpt-oss's clamped form, gate = min(gate, limit), up in [-limit, limit], gate*sigmoid(alpha*gate)*(up+1).
+struct Glu {
+  const double *gate, *up, *down, *gate_bias = nullptr, *up_bias = nullptr, *down_bias = nullptr;
+  double limit = 0, alpha = 0;
+};
+
+inline std::vector<double> SwiGlu(const std::vector<double>& x, const Glu& g, int64_t d, int64_t ff,
+                                  bool out_by_in) {
   std::vector<double> prod(ff, 0.0), y(d, 0.0);
   for (int64_t o = 0; o < ff; ++o) {
-    double g = 0, u = 0;
+    double a = g.gate_bias ? g.gate_bias[o] : 0, u = g.up_bias ? g.up_bias[o] : 0;
     for (int64_t i = 0; i < d; ++i) {
-      g += x[i] * (out_by_in ? gate[o * d + i] : gate[i * ff + o]);
-      u += x[i] * (out_by_in ? up[o * d + i] : up[i * ff + o]);
+      a += x[i] * (out_by_in ? g.gate[o * d + i] : g.gate[i * ff + o]);
+      u += x[i] * (out_by_in ? g.up[o * d + i] : g.up[i * ff + o]);
     }
-    prod[o] = g / (1.0 + std::exp(-g)) * u;
+    if (g.limit > 0) {
+      a = std::min(a, g.limit);
+      u = std::min(std::max(u, -g.limit), g.limit);
+      prod[o] = a / (1.0 + std::exp(-g.alpha * a)) * (u + 1);
+    } else {
+      prod[o] = a / (1.0 + std::exp(-a)) * u;
+    }
   }
   for (int64_t j = 0; j < d; ++j) {
-    for (int64_t o = 0; o < ff; ++o) y[j] += prod[o] * (out_by_in ? down[j * ff + o] : down[o * d + j]);
+    if (g.down_bias) y[j] = g.down_bias[j];
+    for (int64_t o = 0; o < ff; ++o) y[j] += prod[o] * (out_by_in ? g.down[j * ff + o] : g.down[o * d + j]);
   }
   return y;
+}
+
+inline void AddBias(std::vector<double>& v, const std::vector<double>& b) {
+  for (size_t i = 0; i < b.size() && i < v.size(); ++i) v[i] += b[i];
 }
 
 inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const DecoderWeights& w,
@@ -85,7 +123,13 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
   const int64_t kvw = nkv * hd, ff = c.intermediate, row = position - 1;
   const std::vector<double> h = RmsNorm(x, 0, d, w.attn_norm_w, c.eps);
   std::vector<double> q = VecMat(h, w.wq, d, nh * hd), k = VecMat(h, w.wk, d, kvw), v = VecMat(h, w.wv, d, kvw);
-  const bool qwen3 = c.architecture != "LlamaForCausalLM";
+  AddBias(q, w.bq);
+  AddBias(k, w.bk);
+  AddBias(v, w.bv);
+  const bool qwen3 = c.architecture == "Qwen3ForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
+  const bool gpt_oss = c.architecture == "GptOssForCausalLM";
+  const bool yarn = c.rope_scaling.type == "yarn";
+  const double mscale = yarn ? 0.1 * std::log(c.rope_scaling.factor) + 1 : 1.0;
   auto norm_and_rotate = [&](std::vector<double>& t, int64_t heads, const std::vector<double>& nw) {
     for (int64_t hh = 0; hh < heads; ++hh) {
       std::vector<double> n(t.begin() + hh * hd, t.begin() + (hh + 1) * hd);
@@ -93,9 +137,11 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
       for (int64_t i = 0; i < half; ++i) {
         double f = std::pow(c.rope_theta, -static_cast<double>(i) / half);
         if (c.rope_scaling.type == "llama3") f = Llama3Scaled(f, c.rope_scaling);
+        if (yarn) f = YarnScaled(f, i, hd, c.rope_theta, c.rope_scaling);
         const double angle = static_cast<double>(row) * f;
-        t[hh * hd + i] = n[i] * std::cos(angle) - n[i + half] * std::sin(angle);
-        t[hh * hd + i + half] = n[i] * std::sin(angle) + n[i + half] * std::cos(angle);
+        const double cs = mscale * std::cos(angle), sn = mscale * std::sin(angle);
+        t[hh * hd + i] = n[i] * cs - n[i + half] * sn;
+        t[hh * hd + i + half] = n[i] * sn + n[i + half] * cs;
       }
     }
   };
@@ -105,23 +151,27 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
   std::copy(v.begin(), v.end(), v_cache.begin() + row * kvw);
   std::vector<double> ctx(nh * hd, 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  // A sliding layer (gpt-oss) sees its last W positions: row - j < W.
+  const bool sliding = layer < static_cast<int64_t>(c.sliding.size()) && c.sliding[layer];
+  const int64_t first = sliding ? std::max<int64_t>(0, position - c.sliding_window) : 0;
   for (int64_t hh = 0; hh < nh; ++hh) {
     const int64_t g = hh / (nh / nkv);
-    std::vector<double> s(position);
-    double m = -INFINITY;
-    for (int64_t j = 0; j < position; ++j) {
+    std::vector<double> s(position, 0.0);
+    double m = gpt_oss ? w.sinks[hh] : -INFINITY;
+    for (int64_t j = first; j < position; ++j) {
       double dot = 0;
       for (int64_t e = 0; e < hd; ++e) dot += q[hh * hd + e] * k_cache[j * kvw + g * hd + e];
       s[j] = scale * dot;
       m = std::max(m, s[j]);
     }
-    double sum = 0;
-    for (double& e : s) sum += (e = std::exp(e - m));
-    for (int64_t j = 0; j < position; ++j) {
+    double sum = gpt_oss ? std::exp(w.sinks[hh] - m) : 0.0;  // the sink: in the denominator, no value row
+    for (int64_t j = first; j < position; ++j) sum += (s[j] = std::exp(s[j] - m));
+    for (int64_t j = first; j < position; ++j) {
       for (int64_t e = 0; e < hd; ++e) ctx[hh * hd + e] += s[j] / sum * v_cache[j * kvw + g * hd + e];
     }
   }
-  const std::vector<double> attn = VecMat(ctx, w.wo, nh * hd, d);
+  std::vector<double> attn = VecMat(ctx, w.wo, nh * hd, d);
+  AddBias(attn, w.bo);
   std::vector<double> h1(d);
   for (int64_t i = 0; i < d; ++i) h1[i] = x[i] + attn[i];
   const std::vector<double> h2 = RmsNorm(h1, 0, d, w.mlp_norm_w, c.eps);
@@ -129,10 +179,14 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
   const bool moe = c.experts > 0 && std::find(c.dense_layers.begin(), c.dense_layers.end(), layer) ==
                                         c.dense_layers.end() && (layer + 1) % c.sparse_step == 0;
   if (!moe) {
-    down = SwiGlu(h2, w.w_gate.data(), w.w_up.data(), w.w_down.data(), d, ff, false);
+    down = SwiGlu(h2, Glu{w.w_gate.data(), w.w_up.data(), w.w_down.data()}, d, ff, false);
   } else {
     const int64_t ne = c.experts, eff = c.moe_intermediate;
     std::vector<double> p = VecMat(h2, w.router, d, ne);
+    AddBias(p, w.router_bias);
+    // Qwen3-MoE: the softmax of every logit (then the top k, renormalized or not). gpt-oss: the top k of the
+    // logits, then the softmax of those k -- the same weights as the full softmax's top k renormalized, which is
+    // what is computed here (norm_topk is true for it).
     const double m = *std::max_element(p.begin(), p.end());
     double z = 0;
     for (double& e : p) z += (e = std::exp(e - m));
@@ -150,8 +204,16 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
       kept += p[best];
     }
     for (int64_t e : chosen) {
-      const std::vector<double> y = SwiGlu(h2, w.experts_gate.data() + e * eff * d, w.experts_up.data() + e * eff * d,
-                                           w.experts_down.data() + e * d * eff, d, eff, true);
+      Glu glu{w.experts_gate.data() + e * eff * d, w.experts_up.data() + e * eff * d,
+              w.experts_down.data() + e * d * eff};
+      if (gpt_oss) {
+        glu.gate_bias = w.experts_gate_bias.data() + e * eff;
+        glu.up_bias = w.experts_up_bias.data() + e * eff;
+        glu.down_bias = w.experts_down_bias.data() + e * d;
+        glu.limit = c.swiglu_limit;
+        glu.alpha = 1.702;
+      }
+      const std::vector<double> y = SwiGlu(h2, glu, d, eff, true);
       const double weight = c.norm_topk ? p[e] / kept : p[e];
       for (int64_t j = 0; j < d; ++j) down[j] += weight * y[j];
     }

@@ -50,6 +50,17 @@ std::string SmallModel(const std::string& kind) {
                                          "LlamaForCausalLM"),
                                {{R"("rope_scaling": null, )", ""}});
   }
+  if (kind == "gpt_oss") {
+    // Biased projections, sinks, layer 0 sliding over 5 positions and layer 1 full, the biased mixture of 8 experts
+    // (top 3) with the clamped SwiGLU, yarn's RoPE squeezed to the small head.
+    return absl::StrReplaceAll(
+        Qwen3Json(R"(, "attention_bias": true, "num_local_experts": 8, "num_experts_per_tok": 3,
+      "swiglu_limit": 7.0, "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"],
+      "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0,
+      "original_max_position_embeddings": 64, "truncate": false})",
+                  "GptOssForCausalLM"),
+        {{R"("rope_scaling": null, )", ""}});
+  }
   if (kind == "qwen3_moe") {
     // Layer 0 kept dense (mlp_only_layers), layer 1 the mixture: 8 experts of 16, the top 3 renormalized.
     return Qwen3Json(R"(, "num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 16,
@@ -99,10 +110,13 @@ TEST(ModelConfig, RefusalsNameTheFileAndTheField) {
   absl::Status arch = ReadError("mamba", Qwen3Json("", "MambaForCausalLM"));
   EXPECT_THAT(arch.message(), HasSubstr("NotLowered"));
   EXPECT_THAT(arch.message(), HasSubstr("architecture 'MambaForCausalLM' (model_type 'qwen3') is not recognized; "
-                                        "recognized: LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM"));
+                                        "recognized: GptOssForCausalLM, LlamaForCausalLM, Qwen3ForCausalLM, "
+                                        "Qwen3MoeForCausalLM"));
 
-  absl::Status bias = ReadError("bias", Qwen3Json(R"(, "attention_bias": true)"));
-  EXPECT_THAT(bias.message(), HasSubstr("attention_bias: projections with a bias are not recognized yet"));
+  std::string odd_types = SmallModel("gpt_oss");
+  odd_types.replace(odd_types.find("\"full_attention\""), 16, "\"chunked_attention\"");
+  EXPECT_THAT(ReadError("odd_types", odd_types).message(),
+              HasSubstr("layer_types[1] 'chunked_attention' is not recognized"));
 
   absl::Status act = ReadError("gelu", Qwen3Json("").replace(Qwen3Json("").find("silu"), 4, "gelu"));
   EXPECT_THAT(act.message(), HasSubstr("hidden_act 'gelu' (only silu's SwiGLU is recognized)"));
@@ -178,10 +192,10 @@ TEST(ModelConfig, ReadsTheMixtureAndTheScaledRope) {
   ASSERT_EQ(LayerKinds(*mixed).size(), 2u);
   EXPECT_EQ(LayerKinds(*mixed)[1].first, 1);
 
-  EXPECT_THAT(ReadError("yarn", absl::StrReplaceAll(Qwen3Json(R"(, "rope_scaling": {"rope_type": "yarn"})"),
-                                                   {{R"("rope_scaling": null, )", ""}}))
+  EXPECT_THAT(ReadError("dynamic", absl::StrReplaceAll(Qwen3Json(R"(, "rope_scaling": {"rope_type": "dynamic"})"),
+                                                      {{R"("rope_scaling": null, )", ""}}))
                   .message(),
-              HasSubstr("rope_scaling 'yarn' is not recognized (llama3 is)"));
+              HasSubstr("rope_scaling 'dynamic' is not recognized (llama3 and yarn are)"));
   EXPECT_THAT(ReadError("too_many", Qwen3Json(R"(, "num_experts": 4, "num_experts_per_tok": 5,
       "moe_intermediate_size": 8)", "Qwen3MoeForCausalLM")).message(),
               HasSubstr("num_experts_per_tok 5 chooses more than the 4 experts"));
@@ -296,11 +310,14 @@ TensorMap LayerInputs(const Composition& c, const ModelConfig& config, int64_t p
     } else if (t.name == "rope_cos" || t.name == "rope_sin") {
       for (int64_t e = 0; e < n; ++e) {
         const double angle = static_cast<double>(e / half) * config.RopeInvFreq(e % half);
-        d.values[e] = t.name == "rope_cos" ? std::cos(angle) : std::sin(angle);
+        d.values[e] = config.RopeTableScale() * (t.name == "rope_cos" ? std::cos(angle) : std::sin(angle));
       }
     } else if (absl::EndsWith(t.name, "norm_w")) {
       for (double& v : d.values) v = uniform(0.8, 1.2);
-    } else if (t.name[0] == 'w' || t.name == "router" || absl::StartsWith(t.name, "experts_")) {
+    } else if (t.name == "sinks") {
+      for (double& v : d.values) v = uniform(-2, 2);
+    } else if (t.name[0] == 'w' || t.name == "router" ||
+               (absl::StartsWith(t.name, "experts_") && !absl::EndsWith(t.name, "_bias"))) {
       const double fan_in = absl::StartsWith(t.name, "experts_") ? t.cols : t.rows;
       const double bound = 1.0 / std::sqrt(fan_in);
       for (double& v : d.values) v = uniform(-bound, bound);
@@ -337,10 +354,18 @@ TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {
         auto it = inputs.find(name);
         return it == inputs.end() ? std::vector<double>() : it->second.values;
       };
-      testing::DecoderWeights w{in("attn_norm_w"), in("wq"),        in("wk"),         in("wv"),
-                                in("q_norm_w"),    in("k_norm_w"),  in("wo"),         in("mlp_norm_w"),
-                                in("w_gate"),      in("w_up"),      in("w_down"),     in("router"),
-                                in("experts_gate"), in("experts_up"), in("experts_down")};
+      testing::DecoderWeights w{in("attn_norm_w"),      in("wq"),
+                                in("wk"),               in("wv"),
+                                in("q_norm_w"),         in("k_norm_w"),
+                                in("wo"),               in("mlp_norm_w"),
+                                in("w_gate"),           in("w_up"),
+                                in("w_down"),           in("router"),
+                                in("experts_gate"),     in("experts_up"),
+                                in("experts_down"),     in("bq"),
+                                in("bk"),               in("bv"),
+                                in("bo"),               in("sinks"),
+                                in("router_bias"),      in("experts_gate_bias"),
+                                in("experts_up_bias"),  in("experts_down_bias")};
       testing::DecoderStep want = testing::DecodeStep(*c, layer, w, in("x"), in("k_cache"), in("v_cache"), position);
       auto expect_near = [&](const char* name, const std::vector<double>& ref) {
         ASSERT_TRUE(vm->count(name)) << "the VM produced no '" << name << "'";
@@ -361,7 +386,7 @@ TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {
 
 std::vector<SmallCase> SmallCases() {
   std::vector<SmallCase> out;
-  for (const char* model : {"qwen3", "llama", "qwen3_moe"}) {
+  for (const char* model : {"qwen3", "llama", "qwen3_moe", "gpt_oss"}) {
     for (const char* target : {"test_tiny", "wormhole_n150"}) out.push_back({model, target});
   }
   return out;

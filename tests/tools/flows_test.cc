@@ -356,6 +356,13 @@ TEST_F(ModelFlow, AllLayersOfTheMixtureModel) {
   EXPECT_THAT(r.out, testing::ContainsRegex("layer \\(mixture of experts\\) +48 +[0-9]+ +[0-9.]+\n"));
   EXPECT_THAT(r.out, testing::ContainsRegex("head \\(final norm, LM head\\) +1 +[0-9]+ +[0-9.]+\n"));
   EXPECT_THAT(r.out, testing::ContainsRegex("token: [0-9.]+ ms, [0-9.]+ tokens/s per user"));
+  // gpt-oss: two kinds of layer (sliding and full attention), the biases and the sinks in the per-op rows.
+  CliRun oss = Spatial("model --config=gpt-oss-20b --decode=4096 --all-layers");
+  ASSERT_EQ(oss.code, 0) << oss.err;
+  EXPECT_THAT(oss.out, HasSubstr("GptOssForCausalLM layer 0 (sliding attention, mixture of experts)"));
+  EXPECT_THAT(oss.out, testing::ContainsRegex("\nq_proj_bias +binary "));
+  EXPECT_THAT(oss.out, testing::ContainsRegex("layer \\(sliding attention, mixture of experts\\) +12 "));
+  EXPECT_THAT(oss.out, testing::ContainsRegex("layer \\(mixture of experts\\) +12 "));
   CliRun llama = Spatial("model --config=llama-3.1-8b --decode=128 --all-layers");
   ASSERT_EQ(llama.code, 0) << llama.err;
   EXPECT_THAT(llama.out, Not(HasSubstr("q_norm")));
@@ -366,7 +373,8 @@ TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   CliRun weights = Spatial("model --config=qwen3-0.6b --decode=4 --weights=fp8");
   EXPECT_EQ(weights.code, 2);
   EXPECT_THAT(weights.err,
-              HasSubstr("--weights takes default, bf16, bfp8_b, bfp4_b, ff13_bfp4 (= performance), mlp_bfp4; got 'fp8'"));
+              HasSubstr("--weights takes default, bf16, bfp8_b, bfp4_b, ff13_bfp4 (= performance), mlp_bfp4; "
+                        "got 'fp8'"));
   CliRun trace = Spatial(absl::StrCat("model --config=qwen3-0.6b --decode=4 --all-layers --trace=", Path("t.json")));
   EXPECT_EQ(trace.code, 2);
   EXPECT_THAT(trace.err, HasSubstr("--trace, --svg and --report describe one layer: not with --all-layers"));
