@@ -29,22 +29,42 @@ absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int
   return PlanRun{std::move(lowered), std::move(r.report)};
 }
 
-absl::StatusOr<TokenTime> DecodeTokenTime(const ModelConfig& config, const DecodePhase& phase, const Target& target) {
+namespace {
+
+// Every kind of layer's plan (made by `plan_of` for the kind's first layer) run once at `position` and counted as
+// often as the model has it, then the head.
+absl::StatusOr<TokenTime> ModelTime(const ModelConfig& config, int64_t position, const WeightFormats& weights,
+                                    const std::function<absl::StatusOr<LayerPlan>(int64_t layer)>& plan_of,
+                                    const Target& target) {
   TokenTime t;
   auto add = [&](const std::string& name, int64_t count, const LayerPlan& plan) -> absl::Status {
-    ASSIGN_OR_RETURN(PlanRun run, RunPlan(plan, target, phase.position, SimOptions{}));
+    ASSIGN_OR_RETURN(PlanRun run, RunPlan(plan, target, position, SimOptions{}));
     t.parts.push_back({name, count, run.report.total_cycles()});
     t.cycles += static_cast<double>(count) * static_cast<double>(run.report.total_cycles());
     if (run.report.clock_hz() > 0) t.clock_hz = run.report.clock_hz();
     return absl::OkStatus();
   };
   for (const LayerKind& k : LayerKinds(config)) {
-    ASSIGN_OR_RETURN(LayerPlan plan, DecodeLayerPlan(config, k.first, phase, target));
+    ASSIGN_OR_RETURN(LayerPlan plan, plan_of(k.first));
     RETURN_IF_ERROR(add(absl::StrCat("layer (", LayerKindName(k), ")"), k.count, plan));
   }
-  RETURN_IF_ERROR(add("head (final norm, LM head)", 1, HeadPlan(config, phase.weights)));
+  RETURN_IF_ERROR(add("head (final norm, LM head)", 1, HeadPlan(config, weights)));
   if (t.clock_hz <= 0) return absl::InternalError("the simulation reported no clock");
   return t;
+}
+
+}  // namespace
+
+absl::StatusOr<TokenTime> DecodeTokenTime(const ModelConfig& config, const DecodePhase& phase, const Target& target) {
+  return ModelTime(
+      config, phase.position, phase.weights,
+      [&](int64_t layer) { return DecodeLayerPlan(config, layer, phase, target); }, target);
+}
+
+absl::StatusOr<TokenTime> PrefillTime(const ModelConfig& config, const PrefillPhase& phase, const Target& target) {
+  return ModelTime(
+      config, 1, phase.weights, [&](int64_t layer) { return PrefillLayerPlan(config, layer, phase, target); },
+      target);
 }
 
 }  // namespace spatial

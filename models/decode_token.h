@@ -5,6 +5,7 @@
 #define MODELS_DECODE_TOKEN_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct TokenTime {
 // One token's decode through every layer of `config` and the head, at `phase` on `target`: each kind of layer
 // (LayerKinds) simulated once. Batch 1; no embedding lookup, sampling or host time.
 absl::StatusOr<TokenTime> DecodeTokenTime(const ModelConfig& config, const DecodePhase& phase, const Target& target);
+
+// The time to the first token: a prefill of phase.tokens through every layer, then the head on the last token's row
+// (the LM head reads one row: the logits of the tokens before it are not needed).
+absl::StatusOr<TokenTime> PrefillTime(const ModelConfig& config, const PrefillPhase& phase, const Target& target);
 
 }  // namespace spatial
 

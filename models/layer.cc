@@ -1,12 +1,16 @@
 #include "models/layer.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"     // ComposeSections
 #include "lowerings/attention/geometry.h"  // AttentionReadsDense
+#include "lowerings/attention/relayout_rows.h"
 #include "lowerings/registry.h"
+#include "lowerings/toolkit/common.h"
 #include "passes/handles.h"
 #include "spatial/status_macros.h"
 #include "spatial/validate.h"
@@ -34,31 +38,45 @@ proto::OpSpec Norm(const std::string& out, const char* in, const char* w, int64_
   return s;
 }
 
-proto::OpSpec Matmul(const std::string& out, const char* in, const char* w, int64_t k, int64_t n,
+proto::OpSpec Matmul(const std::string& out, const char* in, const char* w, int64_t m_rows, int64_t k, int64_t n,
                      proto::Precision weight_format) {
   proto::OpSpec s = Spec(out, {in, w});
   auto* m = s.mutable_matmul();
-  m->set_m(1);
+  m->set_m(m_rows);
   m->set_k(k);
   m->set_n(n);
   m->set_in1_format(weight_format);
   return s;
 }
 
-proto::OpSpec Binary(const std::string& out, const char* a, const char* b, proto::BinarySpec::Op op, int64_t n) {
-  proto::OpSpec s = Spec(out, {a, b});
-  s.mutable_binary()->set_op(op);
-  s.mutable_binary()->set_n(n);
+// A pointwise op over `rows` token rows of n: one row is the flat 1 x n, more the rows x n matrix.
+proto::OpSpec Pointwise(proto::OpSpec s, int64_t rows, int64_t n) {
+  if (rows > 1) {
+    s.set_shape_rows(rows);
+    s.set_shape_cols(n);
+  }
   return s;
 }
 
-proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, const ModelConfig& c, int64_t cache) {
+// C = A op B over rows x n; `broadcast`: B is one row of n, added to every row (a bias).
+proto::OpSpec Binary(const std::string& out, const char* a, const char* b, proto::BinarySpec::Op op, int64_t rows,
+                     int64_t n, bool broadcast = false) {
+  proto::OpSpec s = Spec(out, {a, b});
+  s.mutable_binary()->set_op(op);
+  s.mutable_binary()->set_n(rows > 1 ? rows * n : n);
+  s.mutable_binary()->set_broadcast(broadcast && rows > 1);
+  return Pointwise(std::move(s), rows, n);
+}
+
+// RoPE of `rows` token rows of `heads` heads each, the first at the position named pos.
+proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, int64_t rows, const ModelConfig& c,
+                   int64_t cache) {
   proto::OpSpec s = Spec(out, {in, "rope_cos", "rope_sin", "pos"});
   auto* r = s.mutable_rope();
-  r->set_h(heads);
+  r->set_h(heads * rows);
   r->set_hd(c.head_dim);
   r->set_half(c.head_dim / 2);
-  r->set_rows(1);
+  r->set_rows(rows);
   r->mutable_from()->set_named("pos");
   r->set_cache(cache);
   // A scaled RoPE (llama3) is not theta^(-i/half): the spec's theta 0 says the angles are the tables' own
@@ -67,73 +85,66 @@ proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, const 
   return s;
 }
 
-proto::OpSpec CacheWrite(const char* cache, const char* row, int64_t rows, int64_t cols, bool dense) {
+proto::OpSpec CacheWrite(const char* cache, const char* row, int64_t rows, int64_t cols, int64_t count, bool dense) {
   proto::OpSpec s = Spec(cache, {cache, row, "pos"});
   auto* w = s.mutable_set_row();
   w->set_rows(rows);
   w->set_cols(cols);
-  w->set_count(1);
+  w->set_count(count);
   w->mutable_index()->set_named("pos");
   w->set_float_(true);
   w->set_dense(dense);  // as the attention reads it (geometry.h, AttentionReadsDense)
   return s;
 }
 
-}  // namespace
-
-absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, const DecodePhase& phase,
-                                          const Target& target) {
-  if (layer < 0 || layer >= c.layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layer ", layer, " is outside the model's ", c.layers, " layers (0..", c.layers - 1, ")"));
+// The ops of one layer over `rows` token rows whose first sits at the position named pos, over caches of `cache`
+// rows: a decode step is one row, a prefill T rows from position 1.
+absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_t rows, int64_t cache,
+                                     const WeightFormats& wf, const std::string& name, const Target& target) {
+  const int64_t T = rows, d = c.hidden, hd = c.head_dim, qw = c.heads * hd, kvw = c.kv_heads * hd;
+  const int64_t ff = c.intermediate;
+  if (T > 1 && c.IsMoeLayer(layer)) {
+    return NotLowered(absl::StrCat("a prefill of ", T, " tokens through layer ", layer,
+                                   "'s mixture of experts: the MoE op routes one token"));
   }
-  if (phase.cache < 1 || phase.cache > c.max_positions) {
-    return absl::InvalidArgumentError(absl::StrCat("a cache of ", phase.cache, " rows: it must be 1..",
-                                                   c.max_positions, " (max_position_embeddings)"));
-  }
-  if (phase.position < 1 || phase.position > phase.cache) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("decode position ", phase.position, " is outside the cache's rows 1..", phase.cache));
-  }
-  const int64_t d = c.hidden, hd = c.head_dim, qw = c.heads * hd, kvw = c.kv_heads * hd, ff = c.intermediate;
-  const WeightFormats& wf = phase.weights;
   LayerPlan p;
-  p.name = absl::StrCat(c.architecture, "_layer", layer, "_decode_p", phase.position, "_l", phase.cache);
+  p.name = name;
   auto add = [&](const char* label, proto::OpSpec spec) { p.ops.push_back({label, std::move(spec)}); };
-  add("attn_norm", Norm("h", "x", "attn_norm_w", 1, d, c.eps, false));
+  add("attn_norm", Norm("h", "x", "attn_norm_w", T, d, c.eps, false));
   p.weights = {"attn_norm_w"};
   // A projection, then its bias where the model has one (gpt-oss): out = in @ w (+ b).
   auto project = [&](const char* label, const std::string& out, const char* in, const char* w, const char* bias,
                      int64_t k, int64_t n) {
     const std::string mm = c.attention_bias ? out + "_mm" : out;
-    add(label, Matmul(mm, in, w, k, n, wf.attention));
+    add(label, Matmul(mm, in, w, T, k, n, wf.attention));
     p.weights.push_back(w);
     if (c.attention_bias) {
-      p.ops.push_back({std::string(label) + "_bias", Binary(out, mm.c_str(), bias, proto::BinarySpec::ADD, n)});
+      p.ops.push_back(
+          {std::string(label) + "_bias", Binary(out, mm.c_str(), bias, proto::BinarySpec::ADD, T, n, true)});
       p.weights.push_back(bias);
     }
   };
   project("q_proj", "q", "h", "wq", "bq", d, qw);
   project("k_proj", "k", "h", "wk", "bk", d, kvw);
   project("v_proj", "v", "h", "wv", "bv", d, kvw);
-  const char* q_in = "q";
-  const char* k_in = "k";
+  std::string q_in = "q", k_in = "k";
   if (c.qk_norm) {
-    add("q_norm", Norm("q_n", "q", "q_norm_w", c.heads, hd, c.eps, true));
-    add("k_norm", Norm("k_n", "k", "k_norm_w", c.kv_heads, hd, c.eps, true));
+    add("q_norm", Norm("q_n", q_in.c_str(), "q_norm_w", T * c.heads, hd, c.eps, true));
+    add("k_norm", Norm("k_n", k_in.c_str(), "k_norm_w", T * c.kv_heads, hd, c.eps, true));
     p.weights.insert(p.weights.end(), {"q_norm_w", "k_norm_w"});
     q_in = "q_n";
     k_in = "k_n";
   }
-  add("q_rope", Rope("q_rot", q_in, c.heads, c, phase.cache));
-  add("k_rope", Rope("k_rot", k_in, c.kv_heads, c, phase.cache));
+  add("q_rope", Rope("q_rot", q_in.c_str(), c.heads, T, c, cache));
+  add("k_rope", Rope("k_rot", k_in.c_str(), c.kv_heads, T, c, cache));
+  const std::string k_rows = "k_rot", q_att = "q_rot";
   // ★ A CACHE IS WRITTEN IN THE LAYOUT ITS ATTENTION READS: dense tiles for the flash form, flat rows otherwise
   // (heads narrower than a tile); the two ops share the table, so they must agree on its shape.
   const bool dense = AttentionReadsDense(c.heads, c.kv_heads, hd, hd, target);
-  add("k_cache_write", CacheWrite("k_cache", "k_rot", phase.cache, kvw, dense));
-  add("v_cache_write", CacheWrite("v_cache", "v", phase.cache, kvw, dense));
+  add("k_cache_write", CacheWrite("k_cache", k_rows.c_str(), cache, kvw, T, dense));
+  add("v_cache_write", CacheWrite("v_cache", "v", cache, kvw, T, dense));
   {
-    proto::OpSpec s = Spec("ctx", {"q_rot", "k_cache", "v_cache", "pos"});
+    proto::OpSpec s = Spec("ctx", {q_att.c_str(), "k_cache", "v_cache", "pos"});
     if (c.sinks) {
       s.add_operands()->set_name("sinks");
       p.weights.push_back("sinks");
@@ -145,14 +156,14 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
     a->set_kv(c.kv_heads);
     a->set_hd(hd);
     a->set_vd(hd);
-    a->set_l(phase.cache);
-    a->set_rows(1);
+    a->set_l(cache);
+    a->set_rows(T);
     a->mutable_pos()->set_named("pos");
     add("attention", std::move(s));
   }
   project("o_proj", "attn_out", "ctx", "wo", "bo", qw, d);
-  add("attn_residual", Binary("h1", "x", "attn_out", proto::BinarySpec::ADD, d));
-  add("mlp_norm", Norm("h2", "h1", "mlp_norm_w", 1, d, c.eps, false));
+  add("attn_residual", Binary("h1", "x", "attn_out", proto::BinarySpec::ADD, T, d));
+  add("mlp_norm", Norm("h2", "h1", "mlp_norm_w", T, d, c.eps, false));
   p.weights.push_back("mlp_norm_w");
   if (c.IsMoeLayer(layer)) {
     // Qwen3MoeSparseMoeBlock: softmax over every expert's router logit, the top k kept (renormalized when
@@ -185,20 +196,58 @@ absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, c
     }
     add("moe", std::move(s));
   } else {
-    add("gate_proj", Matmul("gate", "h2", "w_gate", d, ff, wf.gate_up));
-    add("up_proj", Matmul("up", "h2", "w_up", d, ff, wf.gate_up));
+    add("gate_proj", Matmul("gate", "h2", "w_gate", T, d, ff, wf.gate_up));
+    add("up_proj", Matmul("up", "h2", "w_up", T, d, ff, wf.gate_up));
     {
       proto::OpSpec s = Spec("act", {"gate"});
-      s.mutable_silu()->set_n(ff);
-      add("silu", std::move(s));
+      s.mutable_silu()->set_n(T > 1 ? T * ff : ff);
+      add("silu", Pointwise(std::move(s), T, ff));
     }
-    add("swiglu_mul", Binary("prod", "act", "up", proto::BinarySpec::MUL, ff));
-    add("down_proj", Matmul("mlp_out", "prod", "w_down", ff, d, wf.down));
+    add("swiglu_mul", Binary("prod", "act", "up", proto::BinarySpec::MUL, T, ff));
+    add("down_proj", Matmul("mlp_out", "prod", "w_down", T, ff, d, wf.down));
     p.weights.insert(p.weights.end(), {"w_gate", "w_up", "w_down"});
   }
-  add("mlp_residual", Binary("x_out", "h1", "mlp_out", proto::BinarySpec::ADD, d));
+  add("mlp_residual", Binary("x_out", "h1", "mlp_out", proto::BinarySpec::ADD, T, d));
   p.state = {"k_cache", "v_cache"};
   return p;
+}
+
+absl::Status CheckLayerAndCache(const ModelConfig& c, int64_t layer, int64_t cache) {
+  if (layer < 0 || layer >= c.layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " is outside the model's ", c.layers, " layers (0..", c.layers - 1, ")"));
+  }
+  if (cache < 1 || cache > c.max_positions) {
+    return absl::InvalidArgumentError(absl::StrCat("a cache of ", cache, " rows: it must be 1..", c.max_positions,
+                                                   " (max_position_embeddings)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& c, int64_t layer, const DecodePhase& phase,
+                                          const Target& target) {
+  RETURN_IF_ERROR(CheckLayerAndCache(c, layer, phase.cache));
+  if (phase.position < 1 || phase.position > phase.cache) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decode position ", phase.position, " is outside the cache's rows 1..", phase.cache));
+  }
+  return BuildLayer(c, layer, 1, phase.cache, phase.weights,
+                    absl::StrCat(c.architecture, "_layer", layer, "_decode_p", phase.position, "_l", phase.cache),
+                    target);
+}
+
+absl::StatusOr<LayerPlan> PrefillLayerPlan(const ModelConfig& c, int64_t layer, const PrefillPhase& phase,
+                                           const Target& target) {
+  RETURN_IF_ERROR(CheckLayerAndCache(c, layer, phase.cache));
+  if (phase.tokens < 1 || phase.tokens > phase.cache) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a prefill of ", phase.tokens, " tokens: it must be 1..", phase.cache, " (the cache's rows)"));
+  }
+  return BuildLayer(c, layer, phase.tokens, phase.cache, phase.weights,
+                    absl::StrCat(c.architecture, "_layer", layer, "_prefill_t", phase.tokens, "_l", phase.cache),
+                    target);
 }
 
 bool WeightRecipe(const std::string& name, WeightFormats* out) {
@@ -225,7 +274,7 @@ LayerPlan HeadPlan(const ModelConfig& c, const WeightFormats& formats) {
   LayerPlan p;
   p.name = absl::StrCat(c.architecture, "_head");
   p.ops.push_back({"final_norm", Norm("x_n", "x", "final_norm_w", 1, c.hidden, c.eps, false)});
-  p.ops.push_back({"lm_head", Matmul("logits", "x_n", "lm_head", c.hidden, c.vocab, formats.lm_head)});
+  p.ops.push_back({"lm_head", Matmul("logits", "x_n", "lm_head", 1, c.hidden, c.vocab, formats.lm_head)});
   p.weights = {"final_norm_w", "lm_head"};
   return p;
 }
@@ -249,22 +298,85 @@ std::string LayerKindName(const LayerKind& k) {
   return absl::StrCat(k.sliding ? "sliding attention, " : "", k.moe ? "mixture of experts" : "dense MLP");
 }
 
+namespace {
+
+struct Layout {
+  int64_t rows = 0, cols = 0;
+  Precision precision = Precision::kBf16;
+};
+
+// The layout the first section of `c` that declares `name` gives it.
+std::optional<Layout> Declared(const Composition& c, const std::string& name) {
+  for (const Section& s : c.sections) {
+    const int i = s.FindTensor(name);
+    if (i >= 0) return Layout{s.tensors[i].rows, s.tensors[i].cols, s.tensors[i].precision};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& target) {
   LoweredLayer out;
   std::vector<Composition> parts;
   std::set<std::string> given{"x", "pos", "rope_cos", "rope_sin"};
   for (const std::string& w : plan.weights) given.insert(w);
   for (const std::string& s : plan.state) given.insert(s);
+  std::map<std::string, Layout> layout;  // each name's layout as its producer, or a given name's first reader, has it
   int first = 0;
-  for (const LayerOp& op : plan.ops) {
-    absl::StatusOr<Composition> c = Lower(op.spec, target);
-    if (!c.ok()) {
-      return absl::Status(c.status().code(), absl::StrCat("layer op '", op.label, "': ", c.status().message()));
-    }
-    const int n = static_cast<int>(c->sections.size());
-    out.op_sections.emplace_back(first, first + n);
+  auto append = [&](Composition c, const std::string& label, const std::string& kind) {
+    const int n = static_cast<int>(c.sections.size());
+    out.parts.push_back({label, kind, first, first + n});
     first += n;
-    parts.push_back(*std::move(c));
+    for (const Section& s : c.sections) {
+      for (const Tensor& t : s.tensors) {
+        if (t.role == TensorRole::kOutput || t.role == TensorRole::kState || !layout.count(t.name)) {
+          layout[t.name] = Layout{t.rows, t.cols, t.precision};
+        }
+      }
+    }
+    parts.push_back(std::move(c));
+  };
+  for (const LayerOp& op : plan.ops) {
+    auto lower = [&](const proto::OpSpec& spec) -> absl::StatusOr<Composition> {
+      absl::StatusOr<Composition> c = Lower(spec, target);
+      if (!c.ok()) {
+        return absl::Status(c.status().code(), absl::StrCat("layer op '", op.label, "': ", c.status().message()));
+      }
+      return c;
+    };
+    proto::OpSpec spec = op.spec;
+    ASSIGN_OR_RETURN(Composition c, lower(spec));
+    bool moved = false;
+    for (int i = 0; i < spec.operands_size(); ++i) {
+      const std::string name = spec.operands(i).name();
+      const std::optional<Layout> want = Declared(c, name);
+      auto have = layout.find(name);
+      if (!want || have == layout.end()) continue;
+      const Layout& h = have->second;
+      if (want->rows == h.rows && want->cols == h.cols) continue;
+      // Only the flat and the matrix form of the same values are moved; any other difference is CheckHandles'.
+      if (want->rows * want->cols != h.rows * h.cols || (want->rows > 1 && h.rows > 1)) continue;
+      const bool to_rows = want->rows == 1;
+      const std::string moved_name = absl::StrCat(name, to_rows ? "__rows" : "__matrix");
+      if (!layout.count(moved_name)) {
+        absl::StatusOr<Composition> r =
+            to_rows ? RelayoutDenseToRows({name, {}}, moved_name, h.rows, h.cols, h.precision, target)
+                    : RelayoutRowsToDense({name, {}}, moved_name, want->rows, want->cols, h.precision, target);
+        if (!r.ok()) {
+          return absl::Status(r.status().code(), absl::StrCat("layer op '", op.label, "' reads '", name, "' ",
+                                                              to_rows ? "as flat rows" : "as a matrix", ": ",
+                                                              r.status().message()));
+        }
+        append(*std::move(r), absl::StrCat(name, to_rows ? " to rows" : " to matrix"), "relayout");
+      }
+      spec.mutable_operands(i)->set_name(moved_name);
+      moved = true;
+    }
+    if (moved) {
+      ASSIGN_OR_RETURN(c, lower(spec));
+    }
+    append(std::move(c), op.label, OpKindName(spec));
   }
   out.program = ComposeSections(plan.name, std::move(parts), target);
   // ★ THE OPS MEET THROUGH TYPED HANDLES: every name an op reads is produced by an earlier op or given to the run,

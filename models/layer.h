@@ -61,6 +61,14 @@ struct DecodePhase {
   WeightFormats weights;
 };
 
+// A prefill of `tokens` tokens from position 1 (each row attends itself and the rows before it) into caches of
+// `cache` rows.
+struct PrefillPhase {
+  int64_t tokens = 0;
+  int64_t cache = 0;
+  WeightFormats weights;
+};
+
 struct LayerOp {
   std::string label;  // "q_proj", "attention", ...
   proto::OpSpec spec;
@@ -79,6 +87,14 @@ struct LayerPlan {
 absl::StatusOr<LayerPlan> DecodeLayerPlan(const ModelConfig& config, int64_t layer, const DecodePhase& phase,
                                           const Target& target);
 
+// The ops of layer `layer` at a prefill: the decode step's ops over T rows (matmuls of m = T, norms and pointwise
+// ops over T x n, the per-head norms and RoPE over the flat rows of T tokens, T cache rows written, a causal
+// attention of T query rows), with the relayouts between the two layouts. Errors as DecodeLayerPlan's, and a prefill
+// of no tokens or more than the cache holds (InvalidArgument); a mixture-of-experts layer is NotLowered (the MoE op
+// routes one token).
+absl::StatusOr<LayerPlan> PrefillLayerPlan(const ModelConfig& config, int64_t layer, const PrefillPhase& phase,
+                                           const Target& target);
+
 // The model's head after its last layer, for a whole token's time: the final RMSNorm and the LM head (hidden x
 // vocab_size). Reads x (the last layer's x_out), final_norm_w and lm_head; its result is logits.
 LayerPlan HeadPlan(const ModelConfig& config, const WeightFormats& formats);
@@ -95,14 +111,27 @@ std::vector<LayerKind> LayerKinds(const ModelConfig& config);
 // "sliding attention, mixture of experts", "dense MLP", ...
 std::string LayerKindName(const LayerKind& kind);
 
+// A part of the lowered layer: one op of the plan, or a relayout LowerLayer put between two of them.
+struct LoweredPart {
+  std::string label;  // the op's label, or "{tensor} to rows" / "{tensor} to matrix"
+  std::string kind;   // the op's kind (OpKindName), or "relayout"
+  int first = 0;      // its sections, [first, end) in program.sections
+  int end = 0;
+};
+
 struct LoweredLayer {
   Composition program;
-  // Per op of the plan: its sections, [first, end) in program.sections.
-  std::vector<std::pair<int, int>> op_sections;
+  std::vector<LoweredPart> parts;  // in program order; the plan's ops among them in plan order
 };
 
 // Each op lowered by Lower (lowerings/registry.h) for `target`, the sections joined in plan order. A refusal names
 // the op ("layer op 'attention': NotLowered: ...").
+//
+// ★ LAYOUTS MEET WHERE THE OPS DO. A lowering declares each tensor it reads in the layout its form needs: a T x n
+// matrix (a matmul, the streamed norm, the attention's query rows) or the flat 1 x T*n (the per-head norms, RoPE,
+// the norm's flat twin). Where an op reads a name in the other layout from the one its producer (or, for a name
+// given to the run, its first reader) declared, LowerLayer moves it between the two (lowerings/attention/
+// relayout_rows.h) into "{name}__rows" or "{name}__matrix" and lowers the op again reading that.
 absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& target);
 
 }  // namespace spatial

@@ -28,12 +28,12 @@ bool IntFlag(const cli::ParsedArgs& args, const std::string& flag, int64_t def, 
   return false;
 }
 
-void PrintOps(const LayerPlan& plan, const PlanRun& run, double clock) {
+void PrintOps(const PlanRun& run, double clock) {
   const proto::SimReport& rep = run.report;
-  std::cout << absl::StrFormat("%-14s %-10s %4s %12s %9s %7s %-8s %9s %10s\n", "op", "kind", "secs", "cycles",
+  std::cout << absl::StrFormat("%-18s %-10s %4s %12s %9s %7s %-8s %9s %10s\n", "op", "kind", "secs", "cycles",
                                "time(us)", "share", "bound", "roofline", "DRAM(MB)");
-  for (size_t i = 0; i < plan.ops.size(); ++i) {
-    const auto [first, end] = run.lowered.op_sections[i];
+  for (const LoweredPart& part : run.lowered.parts) {
+    const int first = part.first, end = part.end;
     int64_t cycles = 0, bytes = 0, longest = -1;
     double bound = 0;
     std::string limited = "-";
@@ -47,12 +47,12 @@ void PrintOps(const LayerPlan& plan, const PlanRun& run, double clock) {
         limited = st.roofline().limited_by();
       }
     }
-    std::cout << absl::StrFormat("%-14s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", plan.ops[i].label,
-                                 OpKindName(plan.ops[i].spec), end - first, cycles, cycles / clock * 1e6,
+    std::cout << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", part.label,
+                                 part.kind, end - first, cycles, cycles / clock * 1e6,
                                  rep.total_cycles() > 0 ? 100.0 * cycles / rep.total_cycles() : 0.0, limited,
                                  cycles > 0 ? 100.0 * bound / cycles : 0.0, bytes / 1e6);
   }
-  std::cout << absl::StrFormat("%-14s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", "total", "",
+  std::cout << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", "total", "",
                                rep.sections_size(), rep.total_cycles(), rep.total_cycles() / clock * 1e6, 100.0,
                                rep.roofline().limited_by(), 100.0 * rep.roofline().fraction(),
                                (rep.dram_read_bytes() + rep.dram_write_bytes()) / 1e6);
@@ -70,13 +70,14 @@ int RunModel(const cli::ParsedArgs& args) {
       !IntFlag(args, "cache", 0, &cache, cmd)) {
     return cli::kExitUsage;
   }
-  if (args.Has("prefill")) {
-    cli::PrintError(std::cerr, "spatial model",
-                    "--prefill is not supported yet: only a decode step is recognized (--decode=P --cache=L)");
-    return cli::kExitFailed;
+  int64_t tokens = 0;
+  if (!IntFlag(args, "prefill", 0, &tokens, cmd)) return cli::kExitUsage;
+  const bool prefill = args.Has("prefill");
+  if (prefill == args.Has("decode")) {
+    return cli::UsageError(std::cerr, cmd, "one of --decode=P (a decode step at 1-based position P) or --prefill=T is "
+                                           "required");
   }
-  if (!args.Has("decode")) return cli::UsageError(std::cerr, cmd, "--decode=P is required (the 1-based position)");
-  if (!args.Has("cache")) cache = position;
+  if (!args.Has("cache")) cache = prefill ? tokens : position;
   DecodePhase phase{position, cache, {}};
   const std::string weights = args.Get("weights", "default");
   if (!WeightRecipe(weights, &phase.weights)) {
@@ -92,13 +93,20 @@ int RunModel(const cli::ParsedArgs& args) {
   int exit_code = cli::kExitOk;
   std::optional<Target> target = LoadTargetOrReport(args.Get("target", "wormhole_n150"), cmd, &exit_code);
   if (!target) return exit_code;
-  absl::StatusOr<LayerPlan> plan = DecodeLayerPlan(*config, layer, phase, *target);
-  if (!plan.ok()) return cli::UsageError(std::cerr, cmd, std::string(plan.status().message()));
+  const PrefillPhase fill{tokens, cache, phase.weights};
+  absl::StatusOr<LayerPlan> plan = prefill ? PrefillLayerPlan(*config, layer, fill, *target)
+                                           : DecodeLayerPlan(*config, layer, phase, *target);
+  if (!plan.ok()) {
+    if (plan.status().code() != absl::StatusCode::kInvalidArgument) return Fail(plan.status());
+    return cli::UsageError(std::cerr, cmd, std::string(plan.status().message()));
+  }
+  // A prefill's first row is at position 1.
+  const int64_t first = prefill ? 1 : position;
   SimOptions options;
   options.timing_only = true;
   if (args.Has("trace")) options.trace_path = args.Get("trace");
   if (args.Has("svg")) options.svg_path = args.Get("svg");
-  absl::StatusOr<PlanRun> run = RunPlan(*plan, *target, position, options);
+  absl::StatusOr<PlanRun> run = RunPlan(*plan, *target, first, options);
   if (!run.ok()) return Fail(run.status());
   const proto::SimReport& rep = run->report;
   if (args.Has("report")) {
@@ -106,20 +114,40 @@ int RunModel(const cli::ParsedArgs& args) {
   }
   const double clock = rep.clock_hz() > 0 ? rep.clock_hz() : 1e9;
   const LayerKind self{layer, 0, config->IsMoeLayer(layer), config->IsSlidingLayer(layer)};
-  std::cout << absl::StrFormat("%s layer %d (%s), decode at position %d over a %d-row cache, on %s (timing only, "
-                               "weights %s)\n",
-                               config->architecture, layer, LayerKindName(self), position, cache, target->name(),
-                               weights);
-  PrintOps(*plan, *run, clock);
+  const std::string phase_text = prefill ? absl::StrCat("prefill of ", tokens, " tokens into a ", cache, "-row cache")
+                                         : absl::StrCat("decode at position ", position, " over a ", cache,
+                                                        "-row cache");
+  std::cout << absl::StrFormat("%s layer %d (%s), %s, on %s (timing only, weights %s)\n", config->architecture,
+                               layer, LayerKindName(self), phase_text, target->name(), weights);
+  PrintOps(*run, clock);
   int64_t of_kind = 0;
   for (const LayerKind& k : LayerKinds(*config)) {
     if (k.moe == self.moe && k.sliding == self.sliding) of_kind = k.count;
   }
-  std::cout << absl::StrFormat("%d layers of this kind: %.3f ms a token, %.1f tokens/s per user (layers only: no "
-                               "embedding, final norm or LM head)\n",
-                               of_kind, of_kind * rep.total_cycles() / clock * 1e3,
-                               clock / (static_cast<double>(of_kind) * rep.total_cycles()));
+  if (prefill) {
+    std::cout << absl::StrFormat("%d layers of this kind: %.3f ms for the prefill (layers only)\n", of_kind,
+                                 of_kind * rep.total_cycles() / clock * 1e3);
+  } else {
+    std::cout << absl::StrFormat("%d layers of this kind: %.3f ms a token, %.1f tokens/s per user (layers only: no "
+                                 "embedding, final norm or LM head)\n",
+                                 of_kind, of_kind * rep.total_cycles() / clock * 1e3,
+                                 clock / (static_cast<double>(of_kind) * rep.total_cycles()));
+  }
   if (!all_layers) return cli::kExitOk;
+  if (prefill) {
+    absl::StatusOr<TokenTime> ttft = PrefillTime(*config, fill, *target);
+    if (!ttft.ok()) return Fail(ttft.status());
+    std::cout << absl::StrFormat("\nthe whole model, prefill of %d tokens:\n", tokens);
+    std::cout << absl::StrFormat("%-46s %6s %12s %12s\n", "part", "count", "cycles each", "ms");
+    for (const TokenPart& part : ttft->parts) {
+      std::cout << absl::StrFormat("%-46s %6d %12d %12.3f\n", part.name, part.count, part.cycles,
+                                   part.count * part.cycles / ttft->clock_hz * 1e3);
+    }
+    std::cout << absl::StrFormat("time to first token: %.3f ms (batch 1; no embedding lookup, sampling or host "
+                                 "overhead)\n",
+                                 ttft->ms());
+    return cli::kExitOk;
+  }
   // ★ A WHOLE TOKEN: every kind of layer simulated once and counted as often as the model has it, then the head
   // (final norm, LM head). The embedding lookup is one row read and is left out.
   absl::StatusOr<TokenTime> token = DecodeTokenTime(*config, phase, *target);
@@ -149,7 +177,7 @@ Subcommand ModelCommand() {
       {"layer", FlagSpec::Kind::kValue, "N", "the layer index (default 0)"},
       {"decode", FlagSpec::Kind::kValue, "P", "a decode step at 1-based position P (attends positions 1..P)"},
       {"cache", FlagSpec::Kind::kValue, "L", "the KV caches' rows (default P)"},
-      {"prefill", FlagSpec::Kind::kValue, "T", "a prefill of T tokens (not supported yet)"},
+      {"prefill", FlagSpec::Kind::kValue, "T", "a prefill of T tokens from position 1 (dense MLPs only)"},
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "the target (default wormhole_n150)"},
       {"weights", FlagSpec::Kind::kValue, "FORMAT",
        "matmul weight storage: default (the target's), bf16, bfp8_b, bfp4_b, or tt_transformers' decode recipes "
@@ -162,16 +190,18 @@ Subcommand ModelCommand() {
   };
   s.description =
       "Reads the model's config.json (architecture facts only, no weights), builds the op specs of one decoder\n"
-      "layer (norms, projections, q/k norms, RoPE, KV-cache writes, attention, residual adds, the SwiGLU MLP or\n"
-      "the mixture of experts), lowers each for the target, joins them into one program, certifies it and\n"
-      "simulates it timing-only. Prints one row per op (sections, cycles, share of the layer, what bounds its\n"
-      "longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to equal the sum of\n"
-      "its sections; --all-layers adds the whole token. Recognized architectures: GptOssForCausalLM,\n"
-      "LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification,\n"
-      "2 on bad usage or an unreadable config.";
+      "layer at a decode step or a prefill (norms, projections, q/k norms, RoPE, KV-cache writes, attention,\n"
+      "residual adds, the SwiGLU MLP or the mixture of experts), lowers each for the target, joins them into one\n"
+      "program (moving a tensor between the T x n matrix and flat rows where two ops read it differently),\n"
+      "certifies it and simulates it timing-only. Prints one row per op (sections, cycles, share of the layer,\n"
+      "what bounds its longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to\n"
+      "equal the sum of its sections; --all-layers adds the whole token (decode) or the time to the first token\n"
+      "(prefill). Recognized architectures: GptOssForCausalLM, LlamaForCausalLM, Qwen3ForCausalLM,\n"
+      "Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification, 2 on bad usage or an unreadable config.";
   s.examples = {"spatial model --config=qwen3-8b --decode=4096 --cache=8192 --target=wormhole_n150",
                 "spatial model --config=path/to/config.json --layer=3 --decode=128 --report=layer.json",
-                "spatial model --config=llama-3.1-8b --decode=128 --weights=performance --all-layers"};
+                "spatial model --config=llama-3.1-8b --decode=128 --weights=performance --all-layers",
+                "spatial model --config=qwen3-8b --prefill=128 --all-layers"};
   return {s, &RunModel};
 }
 

@@ -369,6 +369,20 @@ TEST_F(ModelFlow, AllLayersOfTheMixtureModel) {
   EXPECT_THAT(llama.out, testing::ContainsRegex("layer \\(dense MLP\\) +32 "));
 }
 
+// A prefill of 128 (the size): the relayouts between the matmuls' T x n and the per-head ops' flat rows
+// appear as their own rows, and --all-layers gives the time to the first token.
+TEST_F(ModelFlow, PrefillOf128AndTheTimeToFirstToken) {
+  CliRun r = Spatial("model --config=qwen3-8b --prefill=128 --all-layers");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Qwen3ForCausalLM layer 0 (dense MLP), prefill of 128 tokens into a 128-row cache"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("\nq to rows +relayout +[0-9]+ +[0-9]+ "));
+  EXPECT_THAT(r.out, testing::ContainsRegex("\nattention +attention +[0-9]+ +[0-9]+ "));
+  EXPECT_THAT(r.out, testing::ContainsRegex("time to first token: [0-9.]+ ms"));
+  CliRun llama = Spatial("model --config=llama-3.2-1b --prefill=128 --target=blackhole_p150");
+  ASSERT_EQ(llama.code, 0) << llama.err;
+  EXPECT_THAT(llama.out, HasSubstr("16 layers of this kind:"));
+}
+
 TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   CliRun weights = Spatial("model --config=qwen3-0.6b --decode=4 --weights=fp8");
   EXPECT_EQ(weights.code, 2);
@@ -386,12 +400,19 @@ TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   CliRun arch = Spatial(absl::StrCat("model --config=", mamba, " --decode=4"));
   EXPECT_EQ(arch.code, 1);
   EXPECT_THAT(arch.err, HasSubstr("architecture 'MambaForCausalLM' (model_type 'mamba') is not recognized"));
-  CliRun prefill = Spatial("model --config=qwen3-0.6b --prefill=128");
-  EXPECT_EQ(prefill.code, 1);
-  EXPECT_THAT(prefill.err, HasSubstr("--prefill is not supported yet"));
+  CliRun moe_prefill = Spatial("model --config=qwen3-30b-a3b --prefill=128");
+  EXPECT_EQ(moe_prefill.code, 1);
+  EXPECT_THAT(moe_prefill.err, HasSubstr("NotLowered: a prefill of 128 tokens through layer 0's mixture of experts: "
+                                         "the MoE op routes one token"));
   CliRun no_phase = Spatial("model --config=qwen3-0.6b");
   EXPECT_EQ(no_phase.code, 2);
-  EXPECT_THAT(no_phase.err, HasSubstr("--decode=P is required"));
+  EXPECT_THAT(no_phase.err, HasSubstr("one of --decode=P (a decode step at 1-based position P) or --prefill=T is "
+                                      "required"));
+  CliRun both = Spatial("model --config=qwen3-0.6b --prefill=4 --decode=4");
+  EXPECT_EQ(both.code, 2);
+  CliRun long_fill = Spatial("model --config=qwen3-0.6b --prefill=300 --cache=256");
+  EXPECT_EQ(long_fill.code, 2);
+  EXPECT_THAT(long_fill.err, HasSubstr("a prefill of 300 tokens: it must be 1..256 (the cache's rows)"));
   CliRun bad_int = Spatial("model --config=qwen3-0.6b --decode=many");
   EXPECT_EQ(bad_int.code, 2);
   EXPECT_THAT(bad_int.err, HasSubstr("--decode takes an integer, got 'many'"));
