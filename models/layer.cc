@@ -305,6 +305,19 @@ struct Layout {
   Precision precision = Precision::kBf16;
 };
 
+// `st` about layer op `label`: "layer op 'label': ..." -- after the refusal's kind when it is one, so that a layer
+// an op cannot be mapped into stays a refusal (IsRefusal: "NotLowered: layer op 'q_norm': ...").
+absl::Status AboutOp(const absl::Status& st, const std::string& label) {
+  absl::string_view msg = st.message();
+  std::string kind;
+  if (IsRefusal(st)) {
+    const size_t colon = msg.find(": ");
+    kind = std::string(msg.substr(0, colon + 2));
+    msg.remove_prefix(colon + 2);
+  }
+  return absl::Status(st.code(), absl::StrCat(kind, "layer op '", label, "': ", msg));
+}
+
 // The layout the first section of `c` that declares `name` gives it.
 std::optional<Layout> Declared(const Composition& c, const std::string& name) {
   for (const Section& s : c.sections) {
@@ -340,9 +353,7 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
   for (const LayerOp& op : plan.ops) {
     auto lower = [&](const proto::OpSpec& spec) -> absl::StatusOr<Composition> {
       absl::StatusOr<Composition> c = Lower(spec, target);
-      if (!c.ok()) {
-        return absl::Status(c.status().code(), absl::StrCat("layer op '", op.label, "': ", c.status().message()));
-      }
+      if (!c.ok()) return AboutOp(c.status(), op.label);
       return c;
     };
     proto::OpSpec spec = op.spec;
@@ -364,9 +375,8 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
             to_rows ? RelayoutDenseToRows({name, {}}, moved_name, h.rows, h.cols, h.precision, target)
                     : RelayoutRowsToDense({name, {}}, moved_name, want->rows, want->cols, h.precision, target);
         if (!r.ok()) {
-          return absl::Status(r.status().code(), absl::StrCat("layer op '", op.label, "' reads '", name, "' ",
-                                                              to_rows ? "as flat rows" : "as a matrix", ": ",
-                                                              r.status().message()));
+          return AboutOp(r.status(), absl::StrCat(op.label, "' reading '", name, to_rows ? "' as flat rows"
+                                                                                          : "' as a matrix"));
         }
         append(*std::move(r), absl::StrCat(name, to_rows ? " to rows" : " to matrix"), "relayout");
       }

@@ -124,8 +124,8 @@ struct LoweredLayer {
   std::vector<LoweredPart> parts;  // in program order; the plan's ops among them in plan order
 };
 
-// Each op lowered by Lower (lowerings/registry.h) for `target`, the sections joined in plan order. A refusal names
-// the op ("layer op 'attention': NotLowered: ...").
+// Each op lowered by Lower (lowerings/registry.h) for `target`, the sections joined in plan order. A refusal stays
+// one and names the op ("NotLowered: layer op 'attention': ...").
 //
 // ★ LAYOUTS MEET WHERE THE OPS DO. A lowering declares each tensor it reads in the layout its form needs: a T x n
 // matrix (a matmul, the streamed norm, the attention's query rows) or the flat 1 x T*n (the per-head norms, RoPE,

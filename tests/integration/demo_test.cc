@@ -91,6 +91,15 @@ TEST_F(DemoTest, PassesWithinTheTableTolerancesAndWritesOneTrackPerEnginePerSite
   EXPECT_NE(run.output.find("All checks passed"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("on wormhole_n150"), std::string::npos) << run.output;
 
+  // One real decoder layer of Qwen3-0.6B at decode, timed: its 20 ops joined and certified.
+  EXPECT_TRUE(std::regex_search(run.output, std::regex(R"(layer: Qwen3-0\.6B layer 0, decode at position 4096: 20 ops )"
+                                                       R"(in [0-9]+ sections, certified, simulated timing-only)")))
+      << run.output;
+  EXPECT_TRUE(std::regex_search(run.output, std::regex(R"([0-9]+ cycles \([0-9.]+ us, dram-bound, [0-9.]+% of the )"
+                                                       R"(roofline\), the sum of its sections; 28 such layers: )"
+                                                       R"([0-9.]+ tokens/s per user)")))
+      << run.output;
+
   const std::vector<Row> rows = Rows(run.output);
   ASSERT_EQ(rows.size(), 2u) << run.output;
   EXPECT_EQ(rows[0].op, "silu");
