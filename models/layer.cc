@@ -1,6 +1,7 @@
 #include "models/layer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -74,8 +75,8 @@ proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, int64_
   proto::OpSpec s = Spec(out, {in, "rope_cos", "rope_sin", "pos"});
   auto* r = s.mutable_rope();
   r->set_h(heads * rows);
-  r->set_hd(c.head_dim);
-  r->set_half(c.head_dim / 2);
+  r->set_hd(c.RotaryDim());
+  r->set_half(c.RotaryDim() / 2);
   r->set_rows(rows);
   r->mutable_from()->set_named("pos");
   r->set_cache(cache);
@@ -95,6 +96,83 @@ proto::OpSpec CacheWrite(const char* cache, const char* row, int64_t rows, int64
   w->set_float_(true);
   w->set_dense(dense);  // as the attention reads it (geometry.h, AttentionReadsDense)
   return s;
+}
+
+proto::OpSpec HeadSlice(const std::string& out, const char* in, int64_t every, int64_t from, int64_t width,
+                        int64_t n) {
+  proto::OpSpec s = Spec(out, {in});
+  auto* h = s.mutable_head_slice();
+  h->set_every(every);
+  h->set_from(from);
+  h->set_width(width);
+  h->set_n(n);
+  return s;
+}
+
+// Per head: its wa of A, then its wb of B (JoinSpec's widths are the totals over the heads).
+proto::OpSpec Join(const std::string& out, const char* a, const char* b, int64_t heads, int64_t wa, int64_t wb) {
+  proto::OpSpec s = Spec(out, {a, b});
+  auto* j = s.mutable_join();
+  j->set_rows(1);
+  j->set_heads(heads);
+  j->set_wa(heads * wa);
+  j->set_wb(heads * wb);
+  return s;
+}
+
+// ★ DEEPSEEK-V3'S LATENT ATTENTION, ONE DECODE STEP (modeling_deepseek_v3.py, absorbed as the MLA op has it): q
+// through its low-rank bottleneck (q_a_proj, RMSNorm, q_b_proj), each head's rope part rotated and joined back
+// after its nope part; the one latent row c (kv_a_proj_with_mqa's first kv_rank, RMSNorm'd) and the shared rope key
+// (its last rope, rotated) joined and written into the latent cache; the MLA op over that cache; o_proj. The
+// transformers model rotates interleaved pairs (rope_interleave): a fixed permutation of q_b_proj's and
+// kv_a_proj's rope columns turns that into the half split RoPE here, so the two cost the same.
+absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, const WeightFormats& wf,
+                                LayerPlan* p) {
+  if (T > 1) {
+    return NotLowered(absl::StrCat("a prefill of ", T, " tokens through latent attention: the MLA op is one "
+                                   "decode step"));
+  }
+  const LatentAttention& m = c.mla;
+  const int64_t d = c.hidden, qk = m.nope + m.rope, kv_row = m.kv_rank + m.rope;
+  auto add = [&](const char* label, proto::OpSpec spec) { p->ops.push_back({label, std::move(spec)}); };
+  add("q_a_proj", Matmul("q_a", "h", "wq_a", 1, d, m.q_rank, wf.attention));
+  add("q_a_norm", Norm("q_a_n", "q_a", "q_a_norm_w", 1, m.q_rank, c.eps, false));
+  add("q_b_proj", Matmul("q", "q_a_n", "wq_b", 1, m.q_rank, c.heads * qk, wf.attention));
+  add("q_nope", HeadSlice("q_nope", "q", qk, 0, m.nope, c.heads * qk));
+  add("q_pe", HeadSlice("q_pe", "q", qk, m.nope, m.rope, c.heads * qk));
+  add("q_rope", Rope("q_pe_rot", "q_pe", c.heads, 1, c, cache));
+  add("q_join", Join("q_mla", "q_nope", "q_pe_rot", c.heads, m.nope, m.rope));
+  add("kv_a_proj", Matmul("kv_a", "h", "wkv_a", 1, d, kv_row, wf.attention));
+  add("c_kv", HeadSlice("c_kv", "kv_a", kv_row, 0, m.kv_rank, kv_row));
+  add("k_pe", HeadSlice("k_pe", "kv_a", kv_row, m.kv_rank, m.rope, kv_row));
+  add("kv_a_norm", Norm("c_kv_n", "c_kv", "kv_a_norm_w", 1, m.kv_rank, c.eps, false));
+  add("k_rope", Rope("k_pe_rot", "k_pe", 1, 1, c, cache));
+  add("kv_join", Join("kv_row", "c_kv_n", "k_pe_rot", 1, m.kv_rank, m.rope));
+  add("kv_cache_write", CacheWrite("kv_cache", "kv_row", cache, kv_row, 1, true));
+  {
+    proto::OpSpec s = Spec("ctx", {"q_mla", "w_uk", "kv_cache", "w_uv", "pos"});
+    auto* a = s.mutable_mla();
+    a->set_heads(c.heads);
+    a->set_nope(m.nope);
+    a->set_rope(m.rope);
+    a->set_rank(m.kv_rank);
+    a->set_vd(m.vd);
+    a->set_l(cache);
+    a->mutable_pos()->set_named("pos");
+    // DeepseekV3Attention: qk_head_dim^-0.5, times yarn's mscale(factor, mscale_all_dim) squared.
+    double scale = 1.0 / std::sqrt(static_cast<double>(qk));
+    const RopeScaling& r = c.rope_scaling;
+    if (r.type == "yarn" && r.mscale_all_dim > 0 && r.factor > 1) {
+      const double ms = 0.1 * r.mscale_all_dim * std::log(r.factor) + 1;
+      scale *= ms * ms;
+    }
+    a->set_scale(scale);
+    add("attention", std::move(s));
+  }
+  add("o_proj", Matmul("attn_out", "ctx", "wo", 1, c.heads * m.vd, d, wf.attention));
+  p->weights.insert(p->weights.end(), {"wq_a", "q_a_norm_w", "wq_b", "wkv_a", "kv_a_norm_w", "w_uk", "w_uv", "wo"});
+  p->state = {"kv_cache"};
+  return absl::OkStatus();
 }
 
 // The ops of one layer over `rows` token rows whose first sits at the position named pos, over caches of `cache`
@@ -124,44 +202,48 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
       p.weights.push_back(bias);
     }
   };
-  project("q_proj", "q", "h", "wq", "bq", d, qw);
-  project("k_proj", "k", "h", "wk", "bk", d, kvw);
-  project("v_proj", "v", "h", "wv", "bv", d, kvw);
-  std::string q_in = "q", k_in = "k";
-  if (c.qk_norm) {
-    add("q_norm", Norm("q_n", q_in.c_str(), "q_norm_w", T * c.heads, hd, c.eps, true));
-    add("k_norm", Norm("k_n", k_in.c_str(), "k_norm_w", T * c.kv_heads, hd, c.eps, true));
-    p.weights.insert(p.weights.end(), {"q_norm_w", "k_norm_w"});
-    q_in = "q_n";
-    k_in = "k_n";
-  }
-  add("q_rope", Rope("q_rot", q_in.c_str(), c.heads, T, c, cache));
-  add("k_rope", Rope("k_rot", k_in.c_str(), c.kv_heads, T, c, cache));
-  const std::string k_rows = "k_rot", q_att = "q_rot";
-  // ★ A CACHE IS WRITTEN IN THE LAYOUT ITS ATTENTION READS: dense tiles for the flash form, flat rows otherwise
-  // (heads narrower than a tile); the two ops share the table, so they must agree on its shape.
-  const bool dense = AttentionReadsDense(c.heads, c.kv_heads, hd, hd, target);
-  add("k_cache_write", CacheWrite("k_cache", k_rows.c_str(), cache, kvw, T, dense));
-  add("v_cache_write", CacheWrite("v_cache", "v", cache, kvw, T, dense));
-  {
-    proto::OpSpec s = Spec("ctx", {q_att.c_str(), "k_cache", "v_cache", "pos"});
-    if (c.sinks) {
-      s.add_operands()->set_name("sinks");
-      p.weights.push_back("sinks");
+  if (c.mla.on()) {
+    RETURN_IF_ERROR(AddLatentAttention(c, T, cache, wf, &p));
+  } else {
+    project("q_proj", "q", "h", "wq", "bq", d, qw);
+    project("k_proj", "k", "h", "wk", "bk", d, kvw);
+    project("v_proj", "v", "h", "wv", "bv", d, kvw);
+    std::string q_in = "q", k_in = "k";
+    if (c.qk_norm) {
+      add("q_norm", Norm("q_n", q_in.c_str(), "q_norm_w", T * c.heads, hd, c.eps, true));
+      add("k_norm", Norm("k_n", k_in.c_str(), "k_norm_w", T * c.kv_heads, hd, c.eps, true));
+      p.weights.insert(p.weights.end(), {"q_norm_w", "k_norm_w"});
+      q_in = "q_n";
+      k_in = "k_n";
     }
-    auto* a = s.mutable_attention();
-    a->set_sinks(c.sinks);
-    if (c.IsSlidingLayer(layer)) a->mutable_window()->set_sliding(c.sliding_window);
-    a->set_h(c.heads);
-    a->set_kv(c.kv_heads);
-    a->set_hd(hd);
-    a->set_vd(hd);
-    a->set_l(cache);
-    a->set_rows(T);
-    a->mutable_pos()->set_named("pos");
-    add("attention", std::move(s));
+    add("q_rope", Rope("q_rot", q_in.c_str(), c.heads, T, c, cache));
+    add("k_rope", Rope("k_rot", k_in.c_str(), c.kv_heads, T, c, cache));
+    const std::string k_rows = "k_rot", q_att = "q_rot";
+    // ★ A CACHE IS WRITTEN IN THE LAYOUT ITS ATTENTION READS: dense tiles for the flash form, flat rows otherwise
+    // (heads narrower than a tile); the two ops share the table, so they must agree on its shape.
+    const bool dense = AttentionReadsDense(c.heads, c.kv_heads, hd, hd, target);
+    add("k_cache_write", CacheWrite("k_cache", k_rows.c_str(), cache, kvw, T, dense));
+    add("v_cache_write", CacheWrite("v_cache", "v", cache, kvw, T, dense));
+    {
+      proto::OpSpec s = Spec("ctx", {q_att.c_str(), "k_cache", "v_cache", "pos"});
+      if (c.sinks) {
+        s.add_operands()->set_name("sinks");
+        p.weights.push_back("sinks");
+      }
+      auto* a = s.mutable_attention();
+      a->set_sinks(c.sinks);
+      if (c.IsSlidingLayer(layer)) a->mutable_window()->set_sliding(c.sliding_window);
+      a->set_h(c.heads);
+      a->set_kv(c.kv_heads);
+      a->set_hd(hd);
+      a->set_vd(hd);
+      a->set_l(cache);
+      a->set_rows(T);
+      a->mutable_pos()->set_named("pos");
+      add("attention", std::move(s));
+    }
+    project("o_proj", "attn_out", "ctx", "wo", "bo", qw, d);
   }
-  project("o_proj", "attn_out", "ctx", "wo", "bo", qw, d);
   add("attn_residual", Binary("h1", "x", "attn_out", proto::BinarySpec::ADD, T, d));
   add("mlp_norm", Norm("h2", "h1", "mlp_norm_w", T, d, c.eps, false));
   p.weights.push_back("mlp_norm_w");
@@ -184,6 +266,12 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
       m->set_clamp_limit(c.swiglu_limit);
       m->set_clamp_slope(c.swiglu_alpha);
     }
+    if (c.sigmoid) m->set_score(proto::MoeSpec::SIGMOID);
+    if (c.groups > 0) {
+      m->set_group_count(c.groups);
+      m->set_group_kept(c.groups_kept);
+    }
+    if (c.routed_scale > 0) m->set_scale(c.routed_scale);
     if (c.moe_biases) {
       m->set_router_bias(true);
       m->set_gate_bias(true);
@@ -192,6 +280,19 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
       for (const char* b : {"router_bias", "experts_gate_bias", "experts_up_bias", "experts_down_bias"}) {
         s.add_operands()->set_name(b);
         p.weights.push_back(b);
+      }
+    }
+    // DeepSeek-V3: the selection bias (e_score_correction_bias), then the shared expert's gate, up and down.
+    if (c.selection_bias) {
+      m->set_selection_bias(true);
+      s.add_operands()->set_name("selection_bias");
+      p.weights.push_back("selection_bias");
+    }
+    if (c.shared_dff > 0) {
+      m->set_shared_dff(c.shared_dff);
+      for (const char* w : {"shared_gate", "shared_up", "shared_down"}) {
+        s.add_operands()->set_name(w);
+        p.weights.push_back(w);
       }
     }
     add("moe", std::move(s));
@@ -208,7 +309,7 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
     p.weights.insert(p.weights.end(), {"w_gate", "w_up", "w_down"});
   }
   add("mlp_residual", Binary("x_out", "h1", "mlp_out", proto::BinarySpec::ADD, T, d));
-  p.state = {"k_cache", "v_cache"};
+  if (!c.mla.on()) p.state = {"k_cache", "v_cache"};
   return p;
 }
 
@@ -336,8 +437,30 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
   for (const std::string& w : plan.weights) given.insert(w);
   for (const std::string& s : plan.state) given.insert(s);
   std::map<std::string, Layout> layout;  // each name's layout as its producer, or a given name's first reader, has it
+  std::map<std::string, Tensor> declared;  // each name's first declaration in the layer
   int first = 0;
   auto append = [&](Composition c, const std::string& label, const std::string& kind) {
+    // ★ AN OP'S EMBEDDED CONSTANTS ARE ITS OWN. A lowering names its compile-time tables after its stages
+    // ("rope__columns"), so two ops of one kind can declare one name with different values; in one program a name
+    // is one tensor, and the second op would read the first's table. Such a table is renamed, in every section of
+    // its op, after the op ("{label}__{name}"). Run inputs and results keep their names: they are the handles.
+    std::map<std::string, std::string> renamed;
+    for (const Section& s : c.sections) {
+      for (const Tensor& t : s.tensors) {
+        if (t.role != TensorRole::kParam || t.init.kind == TensorInit::Kind::kExternal) continue;
+        auto it = declared.find(t.name);
+        if (it != declared.end() && !(it->second == t)) renamed[t.name] = absl::StrCat(label, "__", t.name);
+      }
+    }
+    for (Section& s : c.sections) {
+      for (Tensor& t : s.tensors) {
+        auto it = renamed.find(t.name);
+        if (it != renamed.end()) t.name = it->second;
+      }
+    }
+    for (const Section& s : c.sections) {
+      for (const Tensor& t : s.tensors) declared.emplace(t.name, t);
+    }
     const int n = static_cast<int>(c.sections.size());
     out.parts.push_back({label, kind, first, first + n});
     first += n;

@@ -21,27 +21,35 @@ std::string ExamplesDir() { return SPATIAL_MODELS_DIR; }
 }  // namespace
 
 std::vector<std::string> RecognizedArchitectures() {
-  return {"GptOssForCausalLM", "LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"};
+  return {"DeepseekV3ForCausalLM", "GptOssForCausalLM", "LlamaForCausalLM", "Qwen3ForCausalLM",
+          "Qwen3MoeForCausalLM"};
 }
 
 bool ModelConfig::IsMoeLayer(int64_t layer) const {
   if (experts <= 0) return false;
   if (std::find(dense_layers.begin(), dense_layers.end(), layer) != dense_layers.end()) return false;
+  if (moe_layer_freq > 1 && layer % moe_layer_freq != 0) return false;
   return sparse_step > 0 && (layer + 1) % sparse_step == 0;
 }
 
 double ModelConfig::RopeTableScale() const {
-  return rope_scaling.type == "yarn" && rope_scaling.factor > 1 ? 0.1 * std::log(rope_scaling.factor) + 1 : 1.0;
+  const RopeScaling& r = rope_scaling;
+  if (r.type != "yarn" || !(r.factor > 1)) return 1.0;
+  // transformers' get_mscale(scale, mscale) = 0.1 mscale ln(scale) + 1; with mscale and mscale_all_dim given
+  // (DeepSeek-V3) the factor is their ratio, else get_mscale(factor, 1).
+  auto mscale = [&](double m) { return 0.1 * m * std::log(r.factor) + 1; };
+  if (r.mscale > 0 && r.mscale_all_dim > 0) return mscale(r.mscale) / mscale(r.mscale_all_dim);
+  return mscale(1.0);
 }
 
 double ModelConfig::RopeInvFreq(int64_t i) const {
-  const int64_t half = head_dim / 2;
+  const int64_t half = RotaryDim() / 2;
   const double inv = std::pow(rope_theta, -static_cast<double>(i) / static_cast<double>(half));
   if (rope_scaling.type == "yarn") {
     // transformers' _compute_yarn_parameters: pairs rotating more than beta_fast times over the original context
     // keep their frequency, fewer than beta_slow times are interpolated by the factor, a linear ramp between.
     const RopeScaling& r = rope_scaling;
-    const double dim = static_cast<double>(head_dim), old = static_cast<double>(r.original_max_positions);
+    const double dim = static_cast<double>(RotaryDim()), old = static_cast<double>(r.original_max_positions);
     auto correction_dim = [&](double rotations) {
       return dim * std::log(old / (rotations * 2 * M_PI)) / (2 * std::log(rope_theta));
     };
@@ -118,7 +126,10 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
   c.eps = hf.rms_norm_eps();
   c.rope_theta = hf.rope_theta();
   c.qk_norm = c.architecture != "LlamaForCausalLM";
-  c.rope_scaling.type = hf.rope_scaling().rope_type();
+  c.rope_scaling.type = !hf.rope_scaling().rope_type().empty() ? hf.rope_scaling().rope_type()
+                                                                : hf.rope_scaling().type();
+  c.rope_scaling.mscale = hf.rope_scaling().mscale();
+  c.rope_scaling.mscale_all_dim = hf.rope_scaling().mscale_all_dim();
   if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
   c.rope_scaling.factor = hf.rope_scaling().factor();
   c.rope_scaling.low_freq_factor = hf.rope_scaling().low_freq_factor();
@@ -154,6 +165,27 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
       c.sliding[l] = type == "sliding_attention";
     }
   }
+  if (c.architecture == "DeepseekV3ForCausalLM") {
+    c.qk_norm = false;
+    c.experts = hf.n_routed_experts();
+    c.experts_per_token = hf.num_experts_per_tok();
+    c.moe_intermediate = hf.moe_intermediate_size();
+    c.norm_topk = hf.norm_topk_prob();
+    c.sigmoid = hf.scoring_func() == "sigmoid";
+    c.selection_bias = true;  // e_score_correction_bias (topk_method noaux_tc)
+    c.groups = hf.n_group();
+    c.groups_kept = hf.topk_group();
+    c.routed_scale = hf.routed_scaling_factor();
+    c.shared_dff = hf.n_shared_experts() * hf.moe_intermediate_size();
+    c.moe_layer_freq = hf.moe_layer_freq() > 0 ? hf.moe_layer_freq() : 1;
+    for (int64_t l = 0; l < hf.first_k_dense_replace(); ++l) c.dense_layers.push_back(l);
+    c.mla = LatentAttention{hf.q_lora_rank(), hf.kv_lora_rank(), hf.qk_nope_head_dim(), hf.qk_rope_head_dim(),
+                            hf.v_head_dim()};
+    c.head_dim = c.mla.nope + c.mla.rope;  // the query-key width a head attends with
+    if (!hf.scoring_func().empty() && hf.scoring_func() != "sigmoid" && hf.scoring_func() != "softmax") {
+      return NotLowered(absl::StrCat(path, ": scoring_func '", hf.scoring_func(), "' is not recognized"));
+    }
+  }
   if (c.architecture == "Qwen3MoeForCausalLM") {
     c.experts = hf.num_experts();
     c.experts_per_token = hf.num_experts_per_tok();
@@ -187,6 +219,23 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
     }
     if (std::find(c.sliding.begin(), c.sliding.end(), true) != c.sliding.end()) {
       if (absl::Status st = positive("sliding_window", static_cast<double>(c.sliding_window)); !st.ok()) return st;
+    }
+  }
+  if (c.architecture == "DeepseekV3ForCausalLM") {
+    for (auto [field, v] : std::initializer_list<std::pair<const char*, double>>{
+             {"n_routed_experts", static_cast<double>(c.experts)},
+             {"num_experts_per_tok", static_cast<double>(c.experts_per_token)},
+             {"moe_intermediate_size", static_cast<double>(c.moe_intermediate)},
+             {"kv_lora_rank", static_cast<double>(c.mla.kv_rank)},
+             {"q_lora_rank", static_cast<double>(c.mla.q_rank)},
+             {"qk_nope_head_dim", static_cast<double>(c.mla.nope)},
+             {"qk_rope_head_dim", static_cast<double>(c.mla.rope)},
+             {"v_head_dim", static_cast<double>(c.mla.vd)}}) {
+      if (absl::Status st = positive(field, v); !st.ok()) return st;
+    }
+    if (c.groups > 0 && (c.experts % c.groups != 0 || c.groups_kept < 1 || c.groups_kept > c.groups)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": error: n_group ", c.groups, " and topk_group ",
+                                                     c.groups_kept, " do not divide ", c.experts, " experts"));
     }
   }
   if (c.experts_per_token > c.experts) {

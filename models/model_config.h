@@ -19,6 +19,13 @@ struct RopeScaling {
   int64_t original_max_positions = 0;
   double beta_fast = 0, beta_slow = 0;  // yarn
   bool truncate = false;
+  double mscale = 0, mscale_all_dim = 0;  // yarn's attention factor terms (DeepSeek-V3); 0: unset
+};
+
+// Multi-head latent attention (DeepSeek-V3): q through a q_rank bottleneck, K and V through one kv_rank latent.
+struct LatentAttention {
+  int64_t q_rank = 0, kv_rank = 0, nope = 0, rope = 0, vd = 0;
+  bool on() const { return kv_rank > 0; }
 };
 
 struct ModelConfig {
@@ -53,6 +60,15 @@ struct ModelConfig {
   bool moe_biases = false;
   double swiglu_limit = 0;  // 0: the plain SwiGLU
   double swiglu_alpha = 0;
+  // DeepSeek-V3's mixture: sigmoid scores, a selection bias (e_score_correction_bias), the top groups_kept of
+  // `groups` groups, the weights times routed_scale, a shared expert of shared_dff beside the routed ones.
+  bool sigmoid = false;
+  bool selection_bias = false;
+  int64_t groups = 0, groups_kept = 0;
+  double routed_scale = 0;
+  int64_t shared_dff = 0;
+  int64_t moe_layer_freq = 1;
+  LatentAttention mla;
 
   // Whether layer `layer`'s MLP is the mixture (transformers' Qwen3MoeDecoderLayer: not in mlp_only_layers, and
   // (layer + 1) a multiple of decoder_sparse_step).
@@ -60,7 +76,9 @@ struct ModelConfig {
   bool IsSlidingLayer(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(sliding.size()) && sliding[layer];
   }
-  // RoPE's inverse frequency of pair i < head_dim/2: theta^(-i/half), scaled as rope_scaling says.
+  // The width RoPE rotates: the head, or latent attention's rope part.
+  int64_t RotaryDim() const { return mla.on() ? mla.rope : head_dim; }
+  // RoPE's inverse frequency of pair i < RotaryDim()/2: theta^(-i/half), scaled as rope_scaling says.
   double RopeInvFreq(int64_t i) const;
   // The factor the angle tables' cos and sin carry: yarn's attention factor 0.1 ln(factor) + 1, else 1.
   double RopeTableScale() const;

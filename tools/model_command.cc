@@ -172,8 +172,8 @@ Subcommand ModelCommand() {
   s.summary = "one decoder layer of a model from its config.json: lowered, certified, simulated, one row per op";
   s.flags = {
       {"config", FlagSpec::Kind::kValue, "NAME|FILE",
-       "a Hugging Face config.json, or an example's name (examples/models: gpt-oss-20b, llama-3.2-1b, "
-       "llama-3.2-3b, llama-3.1-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b)", true},
+       "a Hugging Face config.json, or an example's name (examples/models: deepseek-v3, gpt-oss-20b, "
+       "llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b)", true},
       {"layer", FlagSpec::Kind::kValue, "N", "the layer index (default 0)"},
       {"decode", FlagSpec::Kind::kValue, "P", "a decode step at 1-based position P (attends positions 1..P)"},
       {"cache", FlagSpec::Kind::kValue, "L", "the KV caches' rows (default P)"},
@@ -196,8 +196,9 @@ Subcommand ModelCommand() {
       "certifies it and simulates it timing-only. Prints one row per op (sections, cycles, share of the layer,\n"
       "what bounds its longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to\n"
       "equal the sum of its sections; --all-layers adds the whole token (decode) or the time to the first token\n"
-      "(prefill). Recognized architectures: GptOssForCausalLM, LlamaForCausalLM, Qwen3ForCausalLM,\n"
-      "Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification, 2 on bad usage or an unreadable config.";
+      "(prefill). Recognized architectures: DeepseekV3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM,\n"
+      "Qwen3ForCausalLM, Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification, 2 on bad usage or\n"
+      "an unreadable config.";
   s.examples = {"spatial model --config=qwen3-8b --decode=4096 --cache=8192 --target=wormhole_n150",
                 "spatial model --config=path/to/config.json --layer=3 --decode=128 --report=layer.json",
                 "spatial model --config=llama-3.1-8b --decode=128 --weights=performance --all-layers",

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ struct DecoderWeights {
   // gpt-oss: the projections' biases, a sink logit per query head, the router's and the experts' biases (expert e's
   // gate and up at e*dff, down at e*d).
   std::vector<double> bq, bk, bv, bo, sinks, router_bias, experts_gate_bias, experts_up_bias, experts_down_bias;
+  // DeepSeek-V3: latent attention's projections (k x n), its two norms, kv_b_proj's key rows W_uk (head h's nope
+  // row e over the latent at (h*nope + e)*rank) and value rows W_uv (head h's latent row r at (h*rank + r)*vd); the
+  // mixture's selection bias and its shared expert (gate, up d x dff, down dff x d).
+  std::vector<double> wq_a, q_a_norm_w, wq_b, wkv_a, kv_a_norm_w, w_uk, w_uv, selection_bias, shared_gate, shared_up,
+      shared_down;
 };
 
 struct DecoderStep {
@@ -116,62 +122,126 @@ inline void AddBias(std::vector<double>& v, const std::vector<double>& b) {
   for (size_t i = 0; i < b.size() && i < v.size(); ++i) v[i] += b[i];
 }
 
+// DeepSeek-V3's attention at 0-based row `row` (modeling_deepseek_v3.py, not absorbed: K and V expanded from the
+// latent per head), the latent cache's row written first. Rotation: the half split over the rope part (the model's
+// interleaved pairs are a fixed permutation of the projections' rope columns, the same for every weight).
+inline std::vector<double> LatentStep(const ModelConfig& c, const DecoderWeights& w, const std::vector<double>& h,
+                                      std::vector<double>& cache, int64_t position) {
+  const LatentAttention& m = c.mla;
+  const int64_t d = c.hidden, nh = c.heads, qk = m.nope + m.rope, row_w = m.kv_rank + m.rope, half = m.rope / 2;
+  const int64_t row = position - 1;
+  const RopeScaling& r = c.rope_scaling;
+  auto mscale = [&](double ms) { return r.factor > 1 ? 0.1 * ms * std::log(r.factor) + 1 : 1.0; };
+  const double table = r.mscale_all_dim > 0 ? mscale(r.mscale) / mscale(r.mscale_all_dim) : mscale(1.0);
+  auto rotate = [&](double* v) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double f = YarnScaled(std::pow(c.rope_theta, -static_cast<double>(i) / half), i, m.rope, c.rope_theta, r);
+      const double cs = table * std::cos(row * f), sn = table * std::sin(row * f);
+      const double a = v[i], b = v[i + half];
+      v[i] = a * cs - b * sn;
+      v[i + half] = a * sn + b * cs;
+    }
+  };
+  const std::vector<double> qa = RmsNorm(VecMat(h, w.wq_a, d, m.q_rank), 0, m.q_rank, w.q_a_norm_w, c.eps);
+  std::vector<double> q = VecMat(qa, w.wq_b, m.q_rank, nh * qk);
+  for (int64_t hh = 0; hh < nh; ++hh) rotate(q.data() + hh * qk + m.nope);
+  const std::vector<double> kva = VecMat(h, w.wkv_a, d, row_w);
+  const std::vector<double> latent = RmsNorm(kva, 0, m.kv_rank, w.kv_a_norm_w, c.eps);
+  std::copy(latent.begin(), latent.end(), cache.begin() + row * row_w);
+  std::copy(kva.begin() + m.kv_rank, kva.end(), cache.begin() + row * row_w + m.kv_rank);
+  rotate(cache.data() + row * row_w + m.kv_rank);
+  const double ms = r.mscale_all_dim > 0 ? mscale(r.mscale_all_dim) : 1.0;
+  const double scale = ms * ms / std::sqrt(static_cast<double>(qk));
+  std::vector<double> ctx(nh * m.vd, 0.0);
+  for (int64_t hh = 0; hh < nh; ++hh) {
+    std::vector<double> s(position);
+    std::vector<std::vector<double>> vals(position, std::vector<double>(m.vd, 0.0));
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < position; ++j) {
+      const double* cj = cache.data() + j * row_w;
+      double dot = 0;
+      for (int64_t e = 0; e < m.nope; ++e) {
+        double k = 0;  // head hh's nope key e at position j
+        for (int64_t t = 0; t < m.kv_rank; ++t) k += w.w_uk[(hh * m.nope + e) * m.kv_rank + t] * cj[t];
+        dot += q[hh * qk + e] * k;
+      }
+      for (int64_t e = 0; e < m.rope; ++e) dot += q[hh * qk + m.nope + e] * cj[m.kv_rank + e];
+      for (int64_t v = 0; v < m.vd; ++v) {
+        for (int64_t t = 0; t < m.kv_rank; ++t) vals[j][v] += cj[t] * w.w_uv[(hh * m.kv_rank + t) * m.vd + v];
+      }
+      s[j] = scale * dot;
+      mx = std::max(mx, s[j]);
+    }
+    double sum = 0;
+    for (double& e : s) sum += (e = std::exp(e - mx));
+    for (int64_t j = 0; j < position; ++j) {
+      for (int64_t v = 0; v < m.vd; ++v) ctx[hh * m.vd + v] += s[j] / sum * vals[j][v];
+    }
+  }
+  return VecMat(ctx, w.wo, nh * m.vd, d);
+}
+
 inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const DecoderWeights& w,
                               const std::vector<double>& x, std::vector<double> k_cache, std::vector<double> v_cache,
                               int64_t position) {
   const int64_t d = c.hidden, hd = c.head_dim, half = hd / 2, nh = c.heads, nkv = c.kv_heads;
   const int64_t kvw = nkv * hd, ff = c.intermediate, row = position - 1;
   const std::vector<double> h = RmsNorm(x, 0, d, w.attn_norm_w, c.eps);
-  std::vector<double> q = VecMat(h, w.wq, d, nh * hd), k = VecMat(h, w.wk, d, kvw), v = VecMat(h, w.wv, d, kvw);
-  AddBias(q, w.bq);
-  AddBias(k, w.bk);
-  AddBias(v, w.bv);
-  const bool qwen3 = c.architecture == "Qwen3ForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
   const bool gpt_oss = c.architecture == "GptOssForCausalLM";
-  const bool yarn = c.rope_scaling.type == "yarn";
-  const double mscale = yarn ? 0.1 * std::log(c.rope_scaling.factor) + 1 : 1.0;
-  auto norm_and_rotate = [&](std::vector<double>& t, int64_t heads, const std::vector<double>& nw) {
-    for (int64_t hh = 0; hh < heads; ++hh) {
-      std::vector<double> n(t.begin() + hh * hd, t.begin() + (hh + 1) * hd);
-      if (qwen3) n = RmsNorm(t, hh * hd, hd, nw, c.eps);
-      for (int64_t i = 0; i < half; ++i) {
-        double f = std::pow(c.rope_theta, -static_cast<double>(i) / half);
-        if (c.rope_scaling.type == "llama3") f = Llama3Scaled(f, c.rope_scaling);
-        if (yarn) f = YarnScaled(f, i, hd, c.rope_theta, c.rope_scaling);
-        const double angle = static_cast<double>(row) * f;
-        const double cs = mscale * std::cos(angle), sn = mscale * std::sin(angle);
-        t[hh * hd + i] = n[i] * cs - n[i + half] * sn;
-        t[hh * hd + i + half] = n[i] * sn + n[i + half] * cs;
+  std::vector<double> attn;
+  if (c.architecture == "DeepseekV3ForCausalLM") {
+    attn = LatentStep(c, w, h, k_cache, position);
+  } else {
+    std::vector<double> q = VecMat(h, w.wq, d, nh * hd), k = VecMat(h, w.wk, d, kvw), v = VecMat(h, w.wv, d, kvw);
+    AddBias(q, w.bq);
+    AddBias(k, w.bk);
+    AddBias(v, w.bv);
+    const bool qwen3 = c.architecture == "Qwen3ForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
+    const bool yarn = c.rope_scaling.type == "yarn";
+    const double mscale = yarn ? 0.1 * std::log(c.rope_scaling.factor) + 1 : 1.0;
+    auto norm_and_rotate = [&](std::vector<double>& t, int64_t heads, const std::vector<double>& nw) {
+      for (int64_t hh = 0; hh < heads; ++hh) {
+        std::vector<double> n(t.begin() + hh * hd, t.begin() + (hh + 1) * hd);
+        if (qwen3) n = RmsNorm(t, hh * hd, hd, nw, c.eps);
+        for (int64_t i = 0; i < half; ++i) {
+          double f = std::pow(c.rope_theta, -static_cast<double>(i) / half);
+          if (c.rope_scaling.type == "llama3") f = Llama3Scaled(f, c.rope_scaling);
+          if (yarn) f = YarnScaled(f, i, hd, c.rope_theta, c.rope_scaling);
+          const double angle = static_cast<double>(row) * f;
+          const double cs = mscale * std::cos(angle), sn = mscale * std::sin(angle);
+          t[hh * hd + i] = n[i] * cs - n[i + half] * sn;
+          t[hh * hd + i + half] = n[i] * sn + n[i + half] * cs;
+        }
+      }
+    };
+    norm_and_rotate(q, nh, w.q_norm_w);
+    norm_and_rotate(k, nkv, w.k_norm_w);
+    std::copy(k.begin(), k.end(), k_cache.begin() + row * kvw);
+    std::copy(v.begin(), v.end(), v_cache.begin() + row * kvw);
+    std::vector<double> ctx(nh * hd, 0.0);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    // A sliding layer (gpt-oss) sees its last W positions: row - j < W.
+    const bool sliding = layer < static_cast<int64_t>(c.sliding.size()) && c.sliding[layer];
+    const int64_t first = sliding ? std::max<int64_t>(0, position - c.sliding_window) : 0;
+    for (int64_t hh = 0; hh < nh; ++hh) {
+      const int64_t g = hh / (nh / nkv);
+      std::vector<double> s(position, 0.0);
+      double m = gpt_oss ? w.sinks[hh] : -INFINITY;
+      for (int64_t j = first; j < position; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < hd; ++e) dot += q[hh * hd + e] * k_cache[j * kvw + g * hd + e];
+        s[j] = scale * dot;
+        m = std::max(m, s[j]);
+      }
+      double sum = gpt_oss ? std::exp(w.sinks[hh] - m) : 0.0;  // the sink: in the denominator, no value row
+      for (int64_t j = first; j < position; ++j) sum += (s[j] = std::exp(s[j] - m));
+      for (int64_t j = first; j < position; ++j) {
+        for (int64_t e = 0; e < hd; ++e) ctx[hh * hd + e] += s[j] / sum * v_cache[j * kvw + g * hd + e];
       }
     }
-  };
-  norm_and_rotate(q, nh, w.q_norm_w);
-  norm_and_rotate(k, nkv, w.k_norm_w);
-  std::copy(k.begin(), k.end(), k_cache.begin() + row * kvw);
-  std::copy(v.begin(), v.end(), v_cache.begin() + row * kvw);
-  std::vector<double> ctx(nh * hd, 0.0);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  // A sliding layer (gpt-oss) sees its last W positions: row - j < W.
-  const bool sliding = layer < static_cast<int64_t>(c.sliding.size()) && c.sliding[layer];
-  const int64_t first = sliding ? std::max<int64_t>(0, position - c.sliding_window) : 0;
-  for (int64_t hh = 0; hh < nh; ++hh) {
-    const int64_t g = hh / (nh / nkv);
-    std::vector<double> s(position, 0.0);
-    double m = gpt_oss ? w.sinks[hh] : -INFINITY;
-    for (int64_t j = first; j < position; ++j) {
-      double dot = 0;
-      for (int64_t e = 0; e < hd; ++e) dot += q[hh * hd + e] * k_cache[j * kvw + g * hd + e];
-      s[j] = scale * dot;
-      m = std::max(m, s[j]);
-    }
-    double sum = gpt_oss ? std::exp(w.sinks[hh] - m) : 0.0;  // the sink: in the denominator, no value row
-    for (int64_t j = first; j < position; ++j) sum += (s[j] = std::exp(s[j] - m));
-    for (int64_t j = first; j < position; ++j) {
-      for (int64_t e = 0; e < hd; ++e) ctx[hh * hd + e] += s[j] / sum * v_cache[j * kvw + g * hd + e];
-    }
+    attn = VecMat(ctx, w.wo, nh * hd, d);
+    AddBias(attn, w.bo);
   }
-  std::vector<double> attn = VecMat(ctx, w.wo, nh * hd, d);
-  AddBias(attn, w.bo);
   std::vector<double> h1(d);
   for (int64_t i = 0; i < d; ++i) h1[i] = x[i] + attn[i];
   const std::vector<double> h2 = RmsNorm(h1, 0, d, w.mlp_norm_w, c.eps);
@@ -187,17 +257,44 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
     // Qwen3-MoE: the softmax of every logit (then the top k, renormalized or not). gpt-oss: the top k of the
     // logits, then the softmax of those k -- the same weights as the full softmax's top k renormalized, which is
     // what is computed here (norm_topk is true for it).
-    const double m = *std::max_element(p.begin(), p.end());
-    double z = 0;
-    for (double& e : p) z += (e = std::exp(e - m));
-    for (double& e : p) e /= z;
-    std::vector<int64_t> chosen;
+    const bool deepseek = c.architecture == "DeepseekV3ForCausalLM";
+    if (deepseek) {
+      for (double& e : p) e = 1.0 / (1.0 + std::exp(-e));  // sigmoid scores
+    } else {
+      const double m = *std::max_element(p.begin(), p.end());
+      double z = 0;
+      for (double& e : p) z += (e = std::exp(e - m));
+      for (double& e : p) e /= z;
+    }
+    // DeepSeek-V3 (noaux_tc): choose by score + e_score_correction_bias, only in the topk_group groups whose two
+    // best choosing scores sum highest; weigh by the plain score.
+    std::vector<double> choose = p;
     std::vector<bool> taken(ne, false);
+    if (deepseek) {
+      for (int64_t e = 0; e < ne; ++e) choose[e] += w.selection_bias[e];
+      const int64_t per = ne / c.groups;
+      std::vector<double> group(c.groups);
+      for (int64_t g = 0; g < c.groups; ++g) {
+        std::vector<double> members(choose.begin() + g * per, choose.begin() + (g + 1) * per);
+        std::sort(members.begin(), members.end(), std::greater<double>());
+        group[g] = members[0] + (per > 1 ? members[1] : 0.0);
+      }
+      std::vector<bool> group_kept(c.groups, false);
+      for (int64_t r = 0; r < c.groups_kept; ++r) {
+        int64_t best = -1;
+        for (int64_t g = 0; g < c.groups; ++g) {
+          if (!group_kept[g] && (best < 0 || group[g] > group[best])) best = g;
+        }
+        group_kept[best] = true;
+      }
+      for (int64_t e = 0; e < ne; ++e) taken[e] = !group_kept[e / per];  // a dropped group's experts are out
+    }
+    std::vector<int64_t> chosen;
     double kept = 0;
     for (int64_t r = 0; r < c.experts_per_token; ++r) {
       int64_t best = -1;
       for (int64_t e = 0; e < ne; ++e) {
-        if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+        if (!taken[e] && (best < 0 || choose[e] > choose[best])) best = e;
       }
       taken[best] = true;
       chosen.push_back(best);
@@ -214,8 +311,14 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
         glu.alpha = 1.702;
       }
       const std::vector<double> y = SwiGlu(h2, glu, d, eff, true);
-      const double weight = c.norm_topk ? p[e] / kept : p[e];
+      double weight = c.norm_topk ? p[e] / kept : p[e];
+      if (deepseek) weight *= c.routed_scale;  // routed_scaling_factor
       for (int64_t j = 0; j < d; ++j) down[j] += weight * y[j];
+    }
+    if (deepseek && c.shared_dff > 0) {  // the shared expert, unweighted
+      const std::vector<double> y =
+          SwiGlu(h2, Glu{w.shared_gate.data(), w.shared_up.data(), w.shared_down.data()}, d, c.shared_dff, false);
+      for (int64_t j = 0; j < d; ++j) down[j] += y[j];
     }
   }
   DecoderStep out{std::vector<double>(d), std::move(k_cache), std::move(v_cache)};

@@ -67,6 +67,23 @@ std::string SmallModel(const std::string& kind) {
                   "GptOssForCausalLM"),
         {{R"("rope_scaling": null, )", ""}});
   }
+  if (kind == "deepseek") {
+    // Latent attention (q rank 16; 32 heads, a latent, nope and values of 32 and a rope part of 64: the MLA op
+    // wants whole tiles and heads in whole tile rows, wormhole's RoPE a rotated half of whole tiles), layer 0
+    // dense, layer 1 the sigmoid mixture of 8 experts in 4 groups (2 kept), top 2 renormalized times 2.5, a shared
+    // expert; yarn with DeepSeek's mscale terms.
+    return absl::StrReplaceAll(
+        Qwen3Json(R"(, "q_lora_rank": 16, "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 64,
+      "v_head_dim": 32, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 4, "topk_group": 2,
+      "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "norm_topk_prob": true, "n_shared_experts": 1,
+      "moe_intermediate_size": 16, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+      "rope_scaling": {"type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
+      "mscale_all_dim": 0.7, "original_max_position_embeddings": 64})",
+                  "DeepseekV3ForCausalLM"),
+        {{R"("rope_scaling": null, )", ""},
+         {R"("num_attention_heads": 4, "num_key_value_heads": 2)",
+          R"("num_attention_heads": 32, "num_key_value_heads": 32)"}});
+  }
   if (kind == "qwen3_moe") {
     // Layer 0 kept dense (mlp_only_layers), layer 1 the mixture: 8 experts of 16, the top 3 renormalized.
     return Qwen3Json(R"(, "num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 16,
@@ -116,8 +133,8 @@ TEST(ModelConfig, RefusalsNameTheFileAndTheField) {
   absl::Status arch = ReadError("mamba", Qwen3Json("", "MambaForCausalLM"));
   EXPECT_THAT(arch.message(), HasSubstr("NotLowered"));
   EXPECT_THAT(arch.message(), HasSubstr("architecture 'MambaForCausalLM' (model_type 'qwen3') is not recognized; "
-                                        "recognized: GptOssForCausalLM, LlamaForCausalLM, Qwen3ForCausalLM, "
-                                        "Qwen3MoeForCausalLM"));
+                                        "recognized: DeepseekV3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM, "
+                                        "Qwen3ForCausalLM, Qwen3MoeForCausalLM"));
 
   std::string odd_types = SmallModel("gpt_oss");
   odd_types.replace(odd_types.find("\"full_attention\""), 16, "\"chunked_attention\"");
@@ -250,8 +267,9 @@ TEST_P(ExampleLayer, LowersAndCertifiesAtPrefill128) {
   ASSERT_TRUE(c.ok()) << c.status();
   for (const LayerKind& kind : LayerKinds(*c)) {
     absl::StatusOr<LayerPlan> p = PrefillLayerPlan(*c, kind.first, PrefillPhase{128, 128, {}}, Wormhole());
-    if (kind.moe) {
-      EXPECT_THAT(p.status().message(), HasSubstr("mixture of experts: the MoE op routes one token"));
+    if (kind.moe || c->mla.on()) {
+      EXPECT_THAT(p.status().message(), HasSubstr(kind.moe ? "mixture of experts: the MoE op routes one token"
+                                                           : "through latent attention: the MLA op is one decode"));
       continue;
     }
     ASSERT_TRUE(p.ok()) << p.status();
@@ -310,6 +328,51 @@ TEST(LowerLayer, Qwen3At4096ComposesAndCertifiesOnWormhole) {
   for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
 }
 
+// The reference's weights: each the run input of its name (empty when the layer has none).
+testing::DecoderWeights WeightsOf(const TensorMap& inputs) {
+  auto in = [&](const char* name) {
+    auto it = inputs.find(name);
+    return it == inputs.end() ? std::vector<double>() : it->second.values;
+  };
+  testing::DecoderWeights w;
+  w.attn_norm_w = in("attn_norm_w");
+  w.wq = in("wq");
+  w.wk = in("wk");
+  w.wv = in("wv");
+  w.q_norm_w = in("q_norm_w");
+  w.k_norm_w = in("k_norm_w");
+  w.wo = in("wo");
+  w.mlp_norm_w = in("mlp_norm_w");
+  w.w_gate = in("w_gate");
+  w.w_up = in("w_up");
+  w.w_down = in("w_down");
+  w.router = in("router");
+  w.experts_gate = in("experts_gate");
+  w.experts_up = in("experts_up");
+  w.experts_down = in("experts_down");
+  w.bq = in("bq");
+  w.bk = in("bk");
+  w.bv = in("bv");
+  w.bo = in("bo");
+  w.sinks = in("sinks");
+  w.router_bias = in("router_bias");
+  w.experts_gate_bias = in("experts_gate_bias");
+  w.experts_up_bias = in("experts_up_bias");
+  w.experts_down_bias = in("experts_down_bias");
+  w.wq_a = in("wq_a");
+  w.q_a_norm_w = in("q_a_norm_w");
+  w.wq_b = in("wq_b");
+  w.wkv_a = in("wkv_a");
+  w.kv_a_norm_w = in("kv_a_norm_w");
+  w.w_uk = in("w_uk");
+  w.w_uv = in("w_uv");
+  w.selection_bias = in("selection_bias");
+  w.shared_gate = in("shared_gate");
+  w.shared_up = in("shared_up");
+  w.shared_down = in("shared_down");
+  return w;
+}
+
 struct SmallCase {
   std::string model, target;
   friend void PrintTo(const SmallCase& c, std::ostream* os) { *os << c.model << " on " << c.target; }
@@ -321,7 +384,7 @@ class SmallLayer : public ::testing::TestWithParam<SmallCase> {};
 // magnitude one, the angle tables from the config (ModelConfig::RopeInvFreq: the reference computes its own), the
 // position.
 TensorMap LayerInputs(const Composition& c, const ModelConfig& config, int64_t position) {
-  const int64_t half = config.head_dim / 2;
+  const int64_t half = config.RotaryDim() / 2;
   uint64_t state = 12345 + position;
   auto uniform = [&state](double lo, double hi) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -380,19 +443,11 @@ TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {
         auto it = inputs.find(name);
         return it == inputs.end() ? std::vector<double>() : it->second.values;
       };
-      testing::DecoderWeights w{in("attn_norm_w"),      in("wq"),
-                                in("wk"),               in("wv"),
-                                in("q_norm_w"),         in("k_norm_w"),
-                                in("wo"),               in("mlp_norm_w"),
-                                in("w_gate"),           in("w_up"),
-                                in("w_down"),           in("router"),
-                                in("experts_gate"),     in("experts_up"),
-                                in("experts_down"),     in("bq"),
-                                in("bk"),               in("bv"),
-                                in("bo"),               in("sinks"),
-                                in("router_bias"),      in("experts_gate_bias"),
-                                in("experts_up_bias"),  in("experts_down_bias")};
-      testing::DecoderStep want = testing::DecodeStep(*c, layer, w, in("x"), in("k_cache"), in("v_cache"), position);
+      const testing::DecoderWeights w = WeightsOf(inputs);
+      // Latent attention (DeepSeek-V3) keeps one cache, kv_cache: the reference's k_cache slot holds it.
+      const bool latent = c->mla.on();
+      testing::DecoderStep want = testing::DecodeStep(*c, layer, w, in("x"), in(latent ? "kv_cache" : "k_cache"),
+                                                      in("v_cache"), position);
       auto expect_near = [&](const char* name, const std::vector<double>& ref) {
         ASSERT_TRUE(vm->count(name)) << "the VM produced no '" << name << "'";
         const std::vector<double>& got = vm->at(name).values;
@@ -404,8 +459,12 @@ TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {
         EXPECT_LE(worst, 1e-12) << name;
       };
       expect_near("x_out", want.x_out);
-      expect_near("k_cache", want.k_cache);
-      expect_near("v_cache", want.v_cache);
+      if (latent) {
+        expect_near("kv_cache", want.k_cache);
+      } else {
+        expect_near("k_cache", want.k_cache);
+        expect_near("v_cache", want.v_cache);
+      }
     }
   }
 }
@@ -434,6 +493,11 @@ TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
                                                                  layer, "'s mixture of experts")));
         continue;
       }
+      if (c->mla.on()) {
+        EXPECT_THAT(p.status().message(), HasSubstr(absl::StrCat("NotLowered: a prefill of ", tokens,
+                                                                 " tokens through latent attention")));
+        continue;
+      }
       ASSERT_TRUE(p.ok()) << p.status();
       absl::StatusOr<LoweredLayer> l = LowerLayer(*p, *target);
       ASSERT_TRUE(l.ok()) << l.status();
@@ -446,18 +510,7 @@ TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
         auto it = inputs.find(name);
         return it == inputs.end() ? std::vector<double>() : it->second.values;
       };
-      testing::DecoderWeights w{in("attn_norm_w"),      in("wq"),
-                                in("wk"),               in("wv"),
-                                in("q_norm_w"),         in("k_norm_w"),
-                                in("wo"),               in("mlp_norm_w"),
-                                in("w_gate"),           in("w_up"),
-                                in("w_down"),           in("router"),
-                                in("experts_gate"),     in("experts_up"),
-                                in("experts_down"),     in("bq"),
-                                in("bk"),               in("bv"),
-                                in("bo"),               in("sinks"),
-                                in("router_bias"),      in("experts_gate_bias"),
-                                in("experts_up_bias"),  in("experts_down_bias")};
+      const testing::DecoderWeights w = WeightsOf(inputs);
       const std::vector<double> x = in("x");
       ASSERT_EQ(static_cast<int64_t>(x.size()), tokens * c->hidden);
       std::vector<double> k_cache = in("k_cache"), v_cache = in("v_cache"), x_out;
@@ -486,7 +539,7 @@ TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
 
 std::vector<SmallCase> SmallCases() {
   std::vector<SmallCase> out;
-  for (const char* model : {"qwen3", "llama", "qwen3_moe", "gpt_oss"}) {
+  for (const char* model : {"qwen3", "llama", "qwen3_moe", "gpt_oss", "deepseek"}) {
     for (const char* target : {"test_tiny", "wormhole_n150"}) out.push_back({model, target});
   }
   return out;

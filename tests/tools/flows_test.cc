@@ -363,6 +363,13 @@ TEST_F(ModelFlow, AllLayersOfTheMixtureModel) {
   EXPECT_THAT(oss.out, testing::ContainsRegex("\nq_proj_bias +binary "));
   EXPECT_THAT(oss.out, testing::ContainsRegex("layer \\(sliding attention, mixture of experts\\) +12 "));
   EXPECT_THAT(oss.out, testing::ContainsRegex("layer \\(mixture of experts\\) +12 "));
+  // DeepSeek-V3: three dense layers, then the mixture; latent attention's ops in the rows.
+  CliRun ds = Spatial("model --config=deepseek-v3 --decode=4096 --layer=3 --all-layers");
+  ASSERT_EQ(ds.code, 0) << ds.err;
+  EXPECT_THAT(ds.out, testing::ContainsRegex("\nattention +mla +[0-9]+ +[0-9]+ "));
+  EXPECT_THAT(ds.out, testing::ContainsRegex("\nq_join +join "));
+  EXPECT_THAT(ds.out, testing::ContainsRegex("layer \\(dense MLP\\) +3 "));
+  EXPECT_THAT(ds.out, testing::ContainsRegex("layer \\(mixture of experts\\) +58 "));
   CliRun llama = Spatial("model --config=llama-3.1-8b --decode=128 --all-layers");
   ASSERT_EQ(llama.code, 0) << llama.err;
   EXPECT_THAT(llama.out, Not(HasSubstr("q_norm")));
