@@ -6,7 +6,8 @@
 
 namespace spatial {
 
-absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position, SimOptions options) {
+absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position, SimOptions options,
+                                const std::function<TensorMap(const Composition&)>& inputs_of) {
   ASSIGN_OR_RETURN(LoweredLayer lowered, LowerLayer(plan, target));
   CertifyResult cert = Certify(lowered.program, target);
   if (!cert.ok()) {
@@ -14,9 +15,13 @@ absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int
     for (const proto::Diagnostic& d : cert.diagnostics) absl::StrAppend(&diags, FormatDiagnostic(d, plan.name), "\n");
     return absl::FailedPreconditionError(absl::StrCat(diags, plan.name, " did not certify on ", target.name()));
   }
-  options.timing_only = true;
+  options.timing_only = !inputs_of;
   TensorMap inputs;
-  inputs["pos"] = TensorData{1, 1, Precision::kInt32, {static_cast<double>(position)}};
+  if (inputs_of) {
+    inputs = inputs_of(lowered.program);
+  } else {
+    inputs["pos"] = TensorData{1, 1, Precision::kInt32, {static_cast<double>(position)}};
+  }
   ASSIGN_OR_RETURN(SimResult r, Simulate(lowered.program, target, inputs, options));
   // ★ A PLAN'S TOTAL IS THE SUM OF ITS SECTIONS: sections run one after another, each starting when the one before
   // has finished everywhere (the barrier), so any gap or overlap is a defect of the report.

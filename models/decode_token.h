@@ -22,9 +22,11 @@ struct PlanRun {
 };
 
 // `plan` lowered for `target`, certified (a diagnostic is FailedPrecondition listing them) and simulated with
-// `options` (timing_only is forced) at decode position `position`. The report's total is checked to equal the sum
-// of its sections (Internal otherwise).
-absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position, SimOptions options);
+// `options` at position `position` (the run's pos). Timing only unless `inputs_of` is given: then it makes the run's
+// inputs from the lowered program, and the run computes values (with the options' numerics and VM comparison).
+// The report's total is checked to equal the sum of its sections (Internal otherwise).
+absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position, SimOptions options,
+                                const std::function<TensorMap(const Composition&)>& inputs_of = nullptr);
 
 struct TokenPart {
   std::string name;  // "layer (dense MLP)", "layer (sliding attention, mixture of experts)", "head (final norm, ...)"

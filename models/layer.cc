@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"     // ComposeSections
 #include "lowerings/attention/geometry.h"  // AttentionReadsDense
@@ -14,6 +15,7 @@
 #include "lowerings/toolkit/common.h"
 #include "passes/handles.h"
 #include "spatial/status_macros.h"
+#include "spatial/tensor_data.h"
 #include "spatial/validate.h"
 
 namespace spatial {
@@ -399,6 +401,42 @@ std::string LayerKindName(const LayerKind& k) {
   return absl::StrCat(k.sliding ? "sliding attention, " : "", k.moe ? "mixture of experts" : "dense MLP");
 }
 
+TensorMap LayerRunInputs(const Composition& program, const ModelConfig& config, int64_t position, uint64_t seed) {
+  const int64_t half = config.RotaryDim() / 2;
+  uint64_t state = seed;
+  auto uniform = [&state](double lo, double hi) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + (hi - lo) * static_cast<double>(state >> 11) * 0x1.0p-53;
+  };
+  TensorMap inputs;
+  for (const Tensor& t : CompositionInputs(program)) {
+    TensorData d{t.rows, t.cols, t.precision, std::vector<double>(static_cast<size_t>(t.rows * t.cols))};
+    const int64_t n = t.rows * t.cols;
+    const bool expert = absl::StartsWith(t.name, "experts_") && !absl::EndsWith(t.name, "_bias");
+    if (t.name == "pos") {
+      d.values[0] = static_cast<double>(position);
+    } else if (t.name == "rope_cos" || t.name == "rope_sin") {
+      for (int64_t e = 0; e < n; ++e) {
+        const double angle = static_cast<double>(e / half) * config.RopeInvFreq(e % half);
+        d.values[e] = config.RopeTableScale() * (t.name == "rope_cos" ? std::cos(angle) : std::sin(angle));
+      }
+    } else if (absl::EndsWith(t.name, "norm_w")) {
+      for (double& v : d.values) v = uniform(0.8, 1.2);
+    } else if (t.name == "sinks") {
+      for (double& v : d.values) v = uniform(-2, 2);
+    } else if (t.name[0] == 'w' || t.name == "router" || absl::StartsWith(t.name, "shared_") || expert) {
+      // The mixture's expert tables are PyTorch's out x in per expert: their fan-in is the columns.
+      const double fan_in = static_cast<double>(expert ? t.cols : t.rows);
+      const double bound = 1.0 / std::sqrt(fan_in);
+      for (double& v : d.values) v = uniform(-bound, bound);
+    } else {
+      for (double& v : d.values) v = uniform(-1, 1);
+    }
+    inputs[t.name] = std::move(d);
+  }
+  return inputs;
+}
+
 namespace {
 
 struct Layout {
@@ -439,7 +477,7 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
   std::map<std::string, Layout> layout;  // each name's layout as its producer, or a given name's first reader, has it
   std::map<std::string, Tensor> declared;  // each name's first declaration in the layer
   int first = 0;
-  auto append = [&](Composition c, const std::string& label, const std::string& kind) {
+  auto append = [&](Composition c, const std::string& label, const std::string& kind, const std::string& result) {
     // ★ AN OP'S EMBEDDED CONSTANTS ARE ITS OWN. A lowering names its compile-time tables after its stages
     // ("rope__columns"), so two ops of one kind can declare one name with different values; in one program a name
     // is one tensor, and the second op would read the first's table. Such a table is renamed, in every section of
@@ -462,7 +500,7 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
       for (const Tensor& t : s.tensors) declared.emplace(t.name, t);
     }
     const int n = static_cast<int>(c.sections.size());
-    out.parts.push_back({label, kind, first, first + n});
+    out.parts.push_back({label, kind, result, first, first + n});
     first += n;
     for (const Section& s : c.sections) {
       for (const Tensor& t : s.tensors) {
@@ -501,7 +539,7 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
           return AboutOp(r.status(), absl::StrCat(op.label, "' reading '", name, to_rows ? "' as flat rows"
                                                                                           : "' as a matrix"));
         }
-        append(*std::move(r), absl::StrCat(name, to_rows ? " to rows" : " to matrix"), "relayout");
+        append(*std::move(r), absl::StrCat(name, to_rows ? " to rows" : " to matrix"), "relayout", moved_name);
       }
       spec.mutable_operands(i)->set_name(moved_name);
       moved = true;
@@ -509,7 +547,7 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
     if (moved) {
       ASSIGN_OR_RETURN(c, lower(spec));
     }
-    append(std::move(c), op.label, OpKindName(spec));
+    append(std::move(c), op.label, OpKindName(spec), spec.out());
   }
   out.program = ComposeSections(plan.name, std::move(parts), target);
   // ★ THE OPS MEET THROUGH TYPED HANDLES: every name an op reads is produced by an earlier op or given to the run,

@@ -32,6 +32,7 @@
 #include "models/model_config.h"
 #include "proto/op.pb.h"
 #include "spatial/program.h"
+#include "spatial/tensor_data.h"
 #include "targets/target.h"
 
 namespace spatial {
@@ -115,9 +116,16 @@ std::string LayerKindName(const LayerKind& kind);
 struct LoweredPart {
   std::string label;  // the op's label, or "{tensor} to rows" / "{tensor} to matrix"
   std::string kind;   // the op's kind (OpKindName), or "relayout"
+  std::string out;    // the tensor it produces
   int first = 0;      // its sections, [first, end) in program.sections
   int end = 0;
 };
+
+// Values for every run input of `program` (a lowered layer of `config`): weights uniform within 1/sqrt of their fan-in
+// (an initializer's scale), norm weights in [0.8, 1.2], sinks in [-2, 2], x and the caches in [-1, 1), the angle
+// tables as the config's RoPE has them (RopeTableScale * cos/sin of p * RopeInvFreq(i)), pos = `position`; the
+// same values for the same seed on every machine (a 64-bit LCG, not <random>).
+TensorMap LayerRunInputs(const Composition& program, const ModelConfig& config, int64_t position, uint64_t seed);
 
 struct LoweredLayer {
   Composition program;

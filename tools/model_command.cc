@@ -1,7 +1,12 @@
 // `spatial model`: one decoder layer of a model, from its config.json, lowered, certified and simulated on a
 // target (issue #15), reported one row per op.
+#include <unistd.h>
+
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -9,6 +14,7 @@
 #include "lowerings/registry.h"  // OpKindName
 #include "models/decode_token.h"
 #include "models/layer.h"
+#include "sim/numerics/target_model.h"
 #include "spatial/proto_file.h"
 #include "tools/command_common.h"
 #include "tools/commands.h"
@@ -28,10 +34,21 @@ bool IntFlag(const cli::ParsedArgs& args, const std::string& flag, int64_t def, 
   return false;
 }
 
-void PrintOps(const PlanRun& run, double clock) {
+// The ops' rows; with values, each op's result against the exact VM (relative L2) and whether it is within the
+// tolerance the simulator's report gives it.
+void PrintOps(const PlanRun& run, double clock, bool values) {
   const proto::SimReport& rep = run.report;
-  std::cout << absl::StrFormat("%-18s %-10s %4s %12s %9s %7s %-8s %9s %10s\n", "op", "kind", "secs", "cycles",
-                               "time(us)", "share", "bound", "roofline", "DRAM(MB)");
+  std::map<std::string, const proto::OutputError*> errors;
+  for (const proto::OutputError& e : rep.errors()) errors[e.tensor()] = &e;
+  auto error_of = [&](const std::string& tensor) -> std::string {
+    if (!values) return "";
+    auto it = errors.find(tensor);
+    if (it == errors.end()) return absl::StrFormat(" %14s", "-");
+    return absl::StrFormat(" %9.2e %-4s", it->second->rel_l2(), it->second->within() ? "ok" : "OVER");
+  };
+  std::cout << absl::StrFormat("%-18s %-10s %4s %12s %9s %7s %-8s %9s %10s%s\n", "op", "kind", "secs", "cycles",
+                               "time(us)", "share", "bound", "roofline", "DRAM(MB)",
+                               values ? absl::StrFormat(" %14s", "vs VM (L2)") : "");
   for (const LoweredPart& part : run.lowered.parts) {
     const int first = part.first, end = part.end;
     int64_t cycles = 0, bytes = 0, longest = -1;
@@ -47,10 +64,10 @@ void PrintOps(const PlanRun& run, double clock) {
         limited = st.roofline().limited_by();
       }
     }
-    std::cout << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", part.label,
+    std::cout << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f%s\n", part.label,
                                  part.kind, end - first, cycles, cycles / clock * 1e6,
                                  rep.total_cycles() > 0 ? 100.0 * cycles / rep.total_cycles() : 0.0, limited,
-                                 cycles > 0 ? 100.0 * bound / cycles : 0.0, bytes / 1e6);
+                                 cycles > 0 ? 100.0 * bound / cycles : 0.0, bytes / 1e6, error_of(part.out));
   }
   std::cout << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", "total", "",
                                rep.sections_size(), rep.total_cycles(), rep.total_cycles() / clock * 1e6, 100.0,
@@ -85,6 +102,12 @@ int RunModel(const cli::ParsedArgs& args) {
                                                         "'"));
   }
   const bool all_layers = args.Has("all-layers");
+  const bool values = args.Has("values");
+  uint64_t seed = 1;
+  if (args.Has("seed") && !absl::SimpleAtoi(args.Get("seed"), &seed)) {
+    return cli::UsageError(std::cerr, cmd, absl::StrCat("--seed takes a non-negative integer, got '",
+                                                        args.Get("seed"), "'"));
+  }
   if (all_layers && (args.Has("trace") || args.Has("svg") || args.Has("report"))) {
     return cli::UsageError(std::cerr, cmd, "--trace, --svg and --report describe one layer: not with --all-layers");
   }
@@ -103,10 +126,27 @@ int RunModel(const cli::ParsedArgs& args) {
   // A prefill's first row is at position 1.
   const int64_t first = prefill ? 1 : position;
   SimOptions options;
-  options.timing_only = true;
   if (args.Has("trace")) options.trace_path = args.Get("trace");
   if (args.Has("svg")) options.svg_path = args.Get("svg");
-  absl::StatusOr<PlanRun> run = RunPlan(*plan, *target, first, options);
+  // ★ --values: the layer's inputs drawn at an initializer's scale (LayerRunInputs), rounded to their tensors'
+  // precision as the machine stores them so the VM sees the same values, simulated with the target's numerics and
+  // compared with the exact VM output by output.
+  std::unique_ptr<ValueModel> numerics;
+  std::function<TensorMap(const Composition&)> inputs_of;
+  if (values) {
+    numerics = MakeTargetModel(*target);
+    options.model = numerics.get();
+    options.compare_vm = true;
+    options.progress = isatty(2) != 0;
+    inputs_of = [&](const Composition& c) {
+      TensorMap in = LayerRunInputs(c, *config, first, seed);
+      for (auto& [name, d] : in) {
+        if (!IsInteger(d.precision)) numerics->StoreRound(d.precision, d.values.data(), d.values.size());
+      }
+      return in;
+    };
+  }
+  absl::StatusOr<PlanRun> run = RunPlan(*plan, *target, first, options, inputs_of);
   if (!run.ok()) return Fail(run.status());
   const proto::SimReport& rep = run->report;
   if (args.Has("report")) {
@@ -117,9 +157,13 @@ int RunModel(const cli::ParsedArgs& args) {
   const std::string phase_text = prefill ? absl::StrCat("prefill of ", tokens, " tokens into a ", cache, "-row cache")
                                          : absl::StrCat("decode at position ", position, " over a ", cache,
                                                         "-row cache");
-  std::cout << absl::StrFormat("%s layer %d (%s), %s, on %s (timing only, weights %s)\n", config->architecture,
-                               layer, LayerKindName(self), phase_text, target->name(), weights);
-  PrintOps(*run, clock);
+  std::cout << absl::StrFormat("%s layer %d (%s), %s, on %s (%s, weights %s)\n", config->architecture, layer,
+                               LayerKindName(self), phase_text, target->name(),
+                               values ? absl::StrCat("values: inputs seeded with ", seed,
+                                                     ", the target's numerics against the exact VM")
+                                      : std::string("timing only"),
+                               weights);
+  PrintOps(*run, clock, values);
   int64_t of_kind = 0;
   for (const LayerKind& k : LayerKinds(*config)) {
     if (k.moe == self.moe && k.sliding == self.sliding) of_kind = k.count;
@@ -132,6 +176,17 @@ int RunModel(const cli::ParsedArgs& args) {
                                  "embedding, final norm or LM head)\n",
                                  of_kind, of_kind * rep.total_cycles() / clock * 1e3,
                                  clock / (static_cast<double>(of_kind) * rep.total_cycles()));
+  }
+  if (values) {
+    int over = 0;
+    for (const proto::OutputError& e : rep.errors()) over += e.within() ? 0 : 1;
+    std::cout << absl::StrFormat("values: %d outputs against the VM, %d outside their tolerance (rel L2 <= the "
+                                 "report's tolerance per output)\n",
+                                 rep.errors_size(), over);
+    if (over > 0) {
+      cli::PrintError(std::cerr, "spatial model", absl::StrCat(over, " outputs are outside their tolerance"));
+      return cli::kExitFailed;
+    }
   }
   if (!all_layers) return cli::kExitOk;
   if (prefill) {
@@ -182,6 +237,10 @@ Subcommand ModelCommand() {
       {"weights", FlagSpec::Kind::kValue, "FORMAT",
        "matmul weight storage: default (the target's), bf16, bfp8_b, bfp4_b, or tt_transformers' decode recipes "
        "ff13_bfp4 (= performance: gate/up bfp4_b, the rest bfp8_b) and mlp_bfp4 (gate/up/down bfp4_b)"},
+      {"values", FlagSpec::Kind::kBool, "",
+       "also the values: inputs at an initializer's scale, the target's numerics, each op's result against the "
+       "exact VM"},
+      {"seed", FlagSpec::Kind::kValue, "SEED", "the --values inputs' seed (default 1)"},
       {"all-layers", FlagSpec::Kind::kBool, "",
        "also the whole token: each kind of layer once, times its count, plus the final norm and LM head"},
       {"report", FlagSpec::Kind::kValue, "FILE", "write the layer's SimReport: .json, .binpb or text proto"},
@@ -193,7 +252,8 @@ Subcommand ModelCommand() {
       "layer at a decode step or a prefill (norms, projections, q/k norms, RoPE, KV-cache writes, attention,\n"
       "residual adds, the SwiGLU MLP or the mixture of experts), lowers each for the target, joins them into one\n"
       "program (moving a tensor between the T x n matrix and flat rows where two ops read it differently),\n"
-      "certifies it and simulates it timing-only. Prints one row per op (sections, cycles, share of the layer,\n"
+      "certifies it and simulates it timing-only (--values: with values and the target's numerics, each op's result\n"
+      "against the exact VM). Prints one row per op (sections, cycles, share of the layer,\n"
       "what bounds its longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to\n"
       "equal the sum of its sections; --all-layers adds the whole token (decode) or the time to the first token\n"
       "(prefill). Recognized architectures: DeepseekV3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM,\n"

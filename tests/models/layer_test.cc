@@ -380,42 +380,8 @@ struct SmallCase {
 
 class SmallLayer : public ::testing::TestWithParam<SmallCase> {};
 
-// Inputs for the small layer: weights at the init scale of their fan-in, norm weights near 1, caches and x of
-// magnitude one, the angle tables from the config (ModelConfig::RopeInvFreq: the reference computes its own), the
-// position.
 TensorMap LayerInputs(const Composition& c, const ModelConfig& config, int64_t position) {
-  const int64_t half = config.RotaryDim() / 2;
-  uint64_t state = 12345 + position;
-  auto uniform = [&state](double lo, double hi) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return lo + (hi - lo) * static_cast<double>(state >> 11) * 0x1.0p-53;
-  };
-  TensorMap inputs;
-  for (const Tensor& t : CompositionInputs(c)) {
-    TensorData d{t.rows, t.cols, t.precision, std::vector<double>(t.rows * t.cols)};
-    const int64_t n = t.rows * t.cols;
-    if (t.name == "pos") {
-      d.values[0] = static_cast<double>(position);
-    } else if (t.name == "rope_cos" || t.name == "rope_sin") {
-      for (int64_t e = 0; e < n; ++e) {
-        const double angle = static_cast<double>(e / half) * config.RopeInvFreq(e % half);
-        d.values[e] = config.RopeTableScale() * (t.name == "rope_cos" ? std::cos(angle) : std::sin(angle));
-      }
-    } else if (absl::EndsWith(t.name, "norm_w")) {
-      for (double& v : d.values) v = uniform(0.8, 1.2);
-    } else if (t.name == "sinks") {
-      for (double& v : d.values) v = uniform(-2, 2);
-    } else if (t.name[0] == 'w' || t.name == "router" ||
-               (absl::StartsWith(t.name, "experts_") && !absl::EndsWith(t.name, "_bias"))) {
-      const double fan_in = absl::StartsWith(t.name, "experts_") ? t.cols : t.rows;
-      const double bound = 1.0 / std::sqrt(fan_in);
-      for (double& v : d.values) v = uniform(-bound, bound);
-    } else {
-      for (double& v : d.values) v = uniform(-1, 1);
-    }
-    inputs[t.name] = std::move(d);
-  }
-  return inputs;
+  return LayerRunInputs(c, config, position, 12345 + position);
 }
 
 TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {

@@ -390,6 +390,21 @@ TEST_F(ModelFlow, PrefillOf128AndTheTimeToFirstToken) {
   EXPECT_THAT(llama.out, HasSubstr("16 layers of this kind:"));
 }
 
+// --values: the layer with the target's numerics against the exact VM, one error per op's result, all within.
+TEST_F(ModelFlow, ValuesCompareEveryOpWithTheVm) {
+  CliRun r = Spatial("model --config=qwen3-0.6b --decode=128 --values --seed=3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("values: inputs seeded with 3, the target's numerics against the exact VM"));
+  for (const char* op : {"attn_norm", "q_proj", "q_rope", "attention", "o_proj", "down_proj", "mlp_residual"}) {
+    EXPECT_THAT(r.out, testing::ContainsRegex(absl::StrCat("\n", op, " .* [0-9.]+e-0[0-9] ok *\n")));
+  }
+  EXPECT_THAT(r.out, testing::ContainsRegex("values: [0-9]+ outputs against the VM, 0 outside their tolerance"));
+  EXPECT_THAT(r.out, Not(HasSubstr("OVER")));
+  CliRun prefill = Spatial("model --config=llama-3.2-1b --prefill=32 --values");
+  ASSERT_EQ(prefill.code, 0) << prefill.err;
+  EXPECT_THAT(prefill.out, testing::ContainsRegex("\nq to rows +relayout .* ok *\n"));
+}
+
 TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   CliRun weights = Spatial("model --config=qwen3-0.6b --decode=4 --weights=fp8");
   EXPECT_EQ(weights.code, 2);
