@@ -189,33 +189,25 @@ int RunModel(const cli::ParsedArgs& args) {
     }
   }
   if (!all_layers) return cli::kExitOk;
-  if (prefill) {
-    absl::StatusOr<TokenTime> ttft = PrefillTime(*config, fill, *target);
-    if (!ttft.ok()) return Fail(ttft.status());
-    std::cout << absl::StrFormat("\nthe whole model, prefill of %d tokens:\n", tokens);
-    std::cout << absl::StrFormat("%-46s %6s %12s %12s\n", "part", "count", "cycles each", "ms");
-    for (const TokenPart& part : ttft->parts) {
-      std::cout << absl::StrFormat("%-46s %6d %12d %12.3f\n", part.name, part.count, part.cycles,
-                                   part.count * part.cycles / ttft->clock_hz * 1e3);
-    }
-    std::cout << absl::StrFormat("time to first token: %.3f ms (batch 1; no embedding lookup, sampling or host "
-                                 "overhead)\n",
-                                 ttft->ms());
-    return cli::kExitOk;
-  }
-  // ★ A WHOLE TOKEN: every kind of layer simulated once and counted as often as the model has it, then the head
-  // (final norm, LM head). The embedding lookup is one row read and is left out.
-  absl::StatusOr<TokenTime> token = DecodeTokenTime(*config, phase, *target);
-  if (!token.ok()) return Fail(token.status());
-  std::cout << absl::StrFormat("\nthe whole model, decode at position %d:\n", position);
-  std::cout << absl::StrFormat("%-46s %6s %12s %12s\n", "part", "count", "cycles each", "ms a token");
-  for (const TokenPart& part : token->parts) {
+  // ★ A WHOLE TOKEN (or the whole prefill): every kind of layer simulated once and counted as often as the model
+  // has it, then the head (final norm, LM head). The embedding lookup is one row read and is left out.
+  absl::StatusOr<TokenTime> whole = prefill ? PrefillTime(*config, fill, *target)
+                                            : DecodeTokenTime(*config, phase, *target);
+  if (!whole.ok()) return Fail(whole.status());
+  const std::string what =
+      prefill ? absl::StrCat("prefill of ", tokens, " tokens") : absl::StrCat("decode at position ", position);
+  std::cout << "\nthe whole model, " << what << ":\n";
+  std::cout << absl::StrFormat("%-46s %6s %12s %12s\n", "part", "count", "cycles each", prefill ? "ms" : "ms a token");
+  for (const TokenPart& part : whole->parts) {
     std::cout << absl::StrFormat("%-46s %6d %12d %12.3f\n", part.name, part.count, part.cycles,
-                                 part.count * part.cycles / token->clock_hz * 1e3);
+                                 part.count * part.cycles / whole->clock_hz * 1e3);
   }
-  std::cout << absl::StrFormat("token: %.3f ms, %.1f tokens/s per user (batch 1; no embedding lookup, sampling or "
-                               "host overhead)\n",
-                               token->ms(), token->tokens_per_s());
+  if (prefill) {
+    std::cout << absl::StrFormat("time to first token: %.3f ms", whole->ms());
+  } else {
+    std::cout << absl::StrFormat("token: %.3f ms, %.1f tokens/s per user", whole->ms(), whole->tokens_per_s());
+  }
+  std::cout << " (batch 1; no embedding lookup, sampling or host overhead)\n";
   return cli::kExitOk;
 }
 
