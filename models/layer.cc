@@ -162,13 +162,8 @@ absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, 
     a->set_l(cache);
     a->mutable_pos()->set_named("pos");
     // DeepseekV3Attention: qk_head_dim^-0.5, times yarn's mscale(factor, mscale_all_dim) squared.
-    double scale = 1.0 / std::sqrt(static_cast<double>(qk));
-    const RopeScaling& r = c.rope_scaling;
-    if (r.type == "yarn" && r.mscale_all_dim > 0 && r.factor > 1) {
-      const double ms = 0.1 * r.mscale_all_dim * std::log(r.factor) + 1;
-      scale *= ms * ms;
-    }
-    a->set_scale(scale);
+    const double ms = c.rope_scaling.mscale_all_dim > 0 ? c.YarnMscale(c.rope_scaling.mscale_all_dim) : 1.0;
+    a->set_scale(ms * ms / std::sqrt(static_cast<double>(qk)));
     add("attention", std::move(s));
   }
   add("o_proj", Matmul("attn_out", "ctx", "wo", 1, c.heads * m.vd, d, wf.attention));

@@ -32,14 +32,16 @@ bool ModelConfig::IsMoeLayer(int64_t layer) const {
   return sparse_step > 0 && (layer + 1) % sparse_step == 0;
 }
 
-double ModelConfig::RopeTableScale() const {
+double ModelConfig::YarnMscale(double m) const {
   const RopeScaling& r = rope_scaling;
-  if (r.type != "yarn" || !(r.factor > 1)) return 1.0;
-  // transformers' get_mscale(scale, mscale) = 0.1 mscale ln(scale) + 1; with mscale and mscale_all_dim given
-  // (DeepSeek-V3) the factor is their ratio, else get_mscale(factor, 1).
-  auto mscale = [&](double m) { return 0.1 * m * std::log(r.factor) + 1; };
-  if (r.mscale > 0 && r.mscale_all_dim > 0) return mscale(r.mscale) / mscale(r.mscale_all_dim);
-  return mscale(1.0);
+  return r.type == "yarn" && r.factor > 1 ? 0.1 * m * std::log(r.factor) + 1 : 1.0;
+}
+
+double ModelConfig::RopeTableScale() const {
+  // With mscale and mscale_all_dim given (DeepSeek-V3) the factor is their ratio, else get_mscale(factor, 1).
+  const RopeScaling& r = rope_scaling;
+  if (r.mscale > 0 && r.mscale_all_dim > 0) return YarnMscale(r.mscale) / YarnMscale(r.mscale_all_dim);
+  return YarnMscale(1.0);
 }
 
 double ModelConfig::RopeInvFreq(int64_t i) const {

@@ -82,6 +82,8 @@ struct ModelConfig {
   double RopeInvFreq(int64_t i) const;
   // The factor the angle tables' cos and sin carry: yarn's attention factor 0.1 ln(factor) + 1, else 1.
   double RopeTableScale() const;
+  // transformers' yarn get_mscale(factor, m): 0.1 m ln(factor) + 1 (1 without a yarn factor above 1).
+  double YarnMscale(double m) const;
 };
 
 // The architectures the recognizer lowers, sorted.

@@ -156,14 +156,18 @@ TEST(ModelConfig, RefusalsNameTheFileAndTheField) {
               HasSubstr("num_attention_heads 4 does not divide among num_key_value_heads 3"));
 }
 
+std::vector<std::string> Labels(const LayerPlan& plan) {
+  std::vector<std::string> labels;
+  for (const LayerOp& op : plan.ops) labels.push_back(op.label);
+  return labels;
+}
+
 TEST(DecodeLayerPlan, TheOpsOfAQwen3LayerInOrder) {
   absl::StatusOr<ModelConfig> c = ReadModelConfig("qwen3-0.6b");
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, 3, DecodePhase{100, 256, {}}, Wormhole());
   ASSERT_TRUE(p.ok()) << p.status();
-  std::vector<std::string> labels;
-  for (const LayerOp& op : p->ops) labels.push_back(op.label);
-  EXPECT_THAT(labels, ElementsAre("attn_norm", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "q_rope", "k_rope",
+  EXPECT_THAT(Labels(*p), ElementsAre("attn_norm", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "q_rope", "k_rope",
                                   "k_cache_write", "v_cache_write", "attention", "o_proj", "attn_residual",
                                   "mlp_norm", "gate_proj", "up_proj", "silu", "swiglu_mul", "down_proj",
                                   "mlp_residual"));
@@ -231,9 +235,7 @@ TEST(DecodeLayerPlan, LlamaHasNoQkNormsAndTheMixtureReplacesTheMlp) {
   ASSERT_TRUE(llama.ok()) << llama.status();
   absl::StatusOr<LayerPlan> l = DecodeLayerPlan(*llama, 0, DecodePhase{128, 128, {}}, Wormhole());
   ASSERT_TRUE(l.ok()) << l.status();
-  std::vector<std::string> labels;
-  for (const LayerOp& op : l->ops) labels.push_back(op.label);
-  EXPECT_THAT(labels, ::testing::Not(::testing::Contains("q_norm")));
+  EXPECT_THAT(Labels(*l), ::testing::Not(::testing::Contains("q_norm")));
   EXPECT_EQ(l->ops[4].label, "q_rope");
   EXPECT_EQ(l->ops[4].spec.operands(0).name(), "q");
   EXPECT_EQ(l->ops[4].spec.rope().theta(), 0.0);  // scaled: the tables' angles
@@ -242,8 +244,7 @@ TEST(DecodeLayerPlan, LlamaHasNoQkNormsAndTheMixtureReplacesTheMlp) {
   WeightFormats formats{proto::BFP8_B, proto::BFP4_B, proto::BFP8_B, proto::BFP8_B};
   absl::StatusOr<LayerPlan> m = DecodeLayerPlan(*moe, 5, DecodePhase{4096, 4096, formats}, Wormhole());
   ASSERT_TRUE(m.ok()) << m.status();
-  labels.clear();
-  for (const LayerOp& op : m->ops) labels.push_back(op.label);
+  const std::vector<std::string> labels = Labels(*m);
   EXPECT_THAT(labels, ::testing::Contains("moe"));
   EXPECT_THAT(labels, ::testing::Not(::testing::Contains("gate_proj")));
   const proto::MoeSpec& spec = m->ops[labels.size() - 2].spec.moe();

@@ -314,20 +314,8 @@ TEST_F(Flows, PositionsFromTheCommandLineAndTheCertificate) {
   }
 }
 
-}  // namespace
-}  // namespace spatial
-
-namespace spatial {
-namespace {
-
-using ::testing::HasSubstr;
-
-using ::testing::Not;
-
-class ModelFlow : public testing::Test, public SpatialCliBase {
- protected:
-  void SetUp() override { MakeDir(); }
-};
+// `spatial model`'s flows, in a suite of their own on the same fixture.
+using ModelFlow = Flows;
 
 // `spatial model` as the README shows it: one row per op, the layer total, the tokens/s line; a JSON report.
 TEST_F(ModelFlow, OneQwen3LayerPerOp) {
