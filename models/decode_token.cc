@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "certify/certify.h"
+#include "spatial/maps.h"  // CeilDiv
+#include "spatial/precision.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -31,7 +33,26 @@ absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int
     return absl::InternalError(absl::StrCat("internal: ", plan.name, "'s sections' cycles sum to ", sum,
                                             " but it took ", r.report.total_cycles()));
   }
-  return PlanRun{std::move(lowered), std::move(r.report)};
+  PlanRun run{std::move(lowered), std::move(r.report)};
+  // ★ WHAT THE MODEL KEEPS IN DRAM: each weight and state tensor once, in the tiles its first declaration gives it.
+  const Composition& c = run.lowered.program;
+  auto bytes_of = [&](const std::vector<std::string>& names) {
+    int64_t total = 0;
+    for (const std::string& name : names) {
+      for (const Section& s : c.sections) {
+        const int i = s.FindTensor(name);
+        if (i < 0) continue;
+        const Tensor& t = s.tensors[i];
+        const int64_t tiles = CeilDiv(t.rows, c.tile_rows) * CeilDiv(t.cols, c.tile_cols);
+        total += tiles * TileBytes(t.precision, c.tile_rows * c.tile_cols);
+        break;
+      }
+    }
+    return total;
+  };
+  run.weight_bytes = bytes_of(plan.weights);
+  run.state_bytes = bytes_of(plan.state);
+  return run;
 }
 
 namespace {
@@ -46,6 +67,8 @@ absl::StatusOr<TokenTime> ModelTime(const ModelConfig& config, int64_t position,
     ASSIGN_OR_RETURN(PlanRun run, RunPlan(plan, target, position, SimOptions{}));
     t.parts.push_back({name, count, run.report.total_cycles()});
     t.cycles += static_cast<double>(count) * static_cast<double>(run.report.total_cycles());
+    t.weight_bytes += static_cast<double>(count) * static_cast<double>(run.weight_bytes);
+    t.state_bytes += static_cast<double>(count) * static_cast<double>(run.state_bytes);
     if (run.report.clock_hz() > 0) t.clock_hz = run.report.clock_hz();
     return absl::OkStatus();
   };
@@ -55,6 +78,7 @@ absl::StatusOr<TokenTime> ModelTime(const ModelConfig& config, int64_t position,
   }
   RETURN_IF_ERROR(add("head (final norm, LM head)", 1, HeadPlan(config, weights)));
   if (t.clock_hz <= 0) return absl::InternalError("the simulation reported no clock");
+  t.capacity_bytes = static_cast<double>(target.proto().dram().capacity_bytes());
   return t;
 }
 

@@ -19,6 +19,10 @@ namespace spatial {
 struct PlanRun {
   LoweredLayer lowered;
   proto::SimReport report;
+  // What the plan keeps in DRAM: its weights and its carried state (the caches), as the program declares them
+  // (whole tiles at their precision: bfp8_b 1088 B a tile, bf16 2048).
+  int64_t weight_bytes = 0;
+  int64_t state_bytes = 0;
 };
 
 // `plan` lowered for `target`, certified (a diagnostic is FailedPrecondition listing them) and simulated with
@@ -38,6 +42,10 @@ struct TokenTime {
   std::vector<TokenPart> parts;
   double cycles = 0;    // the token: the parts' cycles times their counts
   double clock_hz = 0;  // the target's
+  // The whole model's weights and caches in DRAM (each part's times its count), and the card's capacity (0: the
+  // target does not give it).
+  double weight_bytes = 0, state_bytes = 0, capacity_bytes = 0;
+  bool fits() const { return capacity_bytes <= 0 || weight_bytes + state_bytes <= capacity_bytes; }
   double ms() const { return cycles / clock_hz * 1e3; }
   double tokens_per_s() const { return clock_hz / cycles; }
 };

@@ -208,6 +208,15 @@ int RunModel(const cli::ParsedArgs& args) {
     std::cout << absl::StrFormat("token: %.3f ms, %.1f tokens/s per user", whole->ms(), whole->tokens_per_s());
   }
   std::cout << " (batch 1; no embedding lookup, sampling or host overhead)\n";
+  // ★ WHETHER THE MODEL FITS THE CARD: the simulator times any size, so it says when the weights and caches are
+  // more than one card's DRAM holds.
+  std::cout << absl::StrFormat("memory: weights %.2f GB + caches %.2f GB", whole->weight_bytes / 1e9,
+                               whole->state_bytes / 1e9);
+  if (whole->capacity_bytes > 0) {
+    std::cout << absl::StrFormat(" of the card's %.2f GB%s", whole->capacity_bytes / 1e9,
+                                 whole->fits() ? "" : ": DOES NOT FIT one card (the times above assume it did)");
+  }
+  std::cout << "\n";
   return cli::kExitOk;
 }
 

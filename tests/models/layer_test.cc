@@ -12,6 +12,7 @@
 #include "certify/certify.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/decode_token.h"
 #include "models/layer.h"
 #include "models/model_config.h"
 #include "sim/vm/vm.h"
@@ -304,6 +305,31 @@ INSTANTIATE_TEST_SUITE_P(Examples, ExampleLayer, ::testing::ValuesIn(ExampleMode
                            }
                            return n;
                          });
+
+// A whole token's time counts every layer and the head, and says what the model keeps in DRAM: Qwen3-0.6B's
+// weights in bf16 are its 0.44 B non-embedding parameters plus the 0.16 B of the LM head (tied to the embedding),
+// about 1.19 GB with the norm rows' tile padding; DeepSeek-V3's 671 B do not fit a 12 GB card.
+TEST(DecodeTokenTime, CountsEveryLayerAndSaysWhetherTheModelFits) {
+  absl::StatusOr<ModelConfig> small = ReadModelConfig("qwen3-0.6b");
+  ASSERT_TRUE(small.ok()) << small.status();
+  absl::StatusOr<TokenTime> t = DecodeTokenTime(*small, DecodePhase{128, 128, {}}, Wormhole());
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->parts.size(), 2u);
+  EXPECT_EQ(t->parts[0].count, 28);
+  EXPECT_DOUBLE_EQ(t->cycles, 28.0 * t->parts[0].cycles + t->parts[1].cycles);
+  EXPECT_GT(t->weight_bytes, 1.15e9);
+  EXPECT_LT(t->weight_bytes, 1.25e9);
+  // The caches: 28 layers x 2 x 128 rows x 8 heads x 128 bf16.
+  EXPECT_DOUBLE_EQ(t->state_bytes, 28.0 * 2 * 128 * 1024 * 2);
+  EXPECT_DOUBLE_EQ(t->capacity_bytes, 12884901888.0);
+  EXPECT_TRUE(t->fits());
+  absl::StatusOr<ModelConfig> big = ReadModelConfig("deepseek-v3");
+  ASSERT_TRUE(big.ok()) << big.status();
+  absl::StatusOr<TokenTime> b = DecodeTokenTime(*big, DecodePhase{128, 128, {}}, Wormhole());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_GT(b->weight_bytes, 1.2e12);
+  EXPECT_FALSE(b->fits());
+}
 
 TEST(LowerLayer, Qwen3At4096ComposesAndCertifiesOnWormhole) {
   absl::StatusOr<ModelConfig> c = ReadModelConfig("qwen3-0.6b");
