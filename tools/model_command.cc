@@ -233,7 +233,7 @@ Subcommand ModelCommand() {
       {"layer", FlagSpec::Kind::kValue, "N", "the layer index (default 0)"},
       {"decode", FlagSpec::Kind::kValue, "P", "a decode step at 1-based position P (attends positions 1..P)"},
       {"cache", FlagSpec::Kind::kValue, "L", "the KV caches' rows (default P)"},
-      {"prefill", FlagSpec::Kind::kValue, "T", "a prefill of T tokens from position 1 (dense MLPs only)"},
+      {"prefill", FlagSpec::Kind::kValue, "T", "a prefill of T tokens from position 1 (not yet through a mixture of experts or latent attention)"},
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "the target (default wormhole_n150)"},
       {"weights", FlagSpec::Kind::kValue, "FORMAT",
        "matmul weight storage: default (the target's), bf16, bfp8_b, bfp4_b, or tt_transformers' decode recipes "
@@ -243,7 +243,8 @@ Subcommand ModelCommand() {
        "exact VM"},
       {"seed", FlagSpec::Kind::kValue, "SEED", "the --values inputs' seed (default 1)"},
       {"all-layers", FlagSpec::Kind::kBool, "",
-       "also the whole token: each kind of layer once, times its count, plus the final norm and LM head"},
+       "also the whole model: each kind of layer once, times its count, plus the final norm and LM head (the token "
+       "at a decode, the time to the first token at a prefill), and its weights and caches against the card's DRAM"},
       {"report", FlagSpec::Kind::kValue, "FILE", "write the layer's SimReport: .json, .binpb or text proto"},
       {"trace", FlagSpec::Kind::kValue, "FILE.json", "a Chrome-trace timeline of the whole layer"},
       {"svg", FlagSpec::Kind::kValue, "FILE.svg", "per-site engine occupancy and per-section cycles"},
@@ -254,10 +255,9 @@ Subcommand ModelCommand() {
       "residual adds, the SwiGLU MLP or the mixture of experts), lowers each for the target, joins them into one\n"
       "program (moving a tensor between the T x n matrix and flat rows where two ops read it differently),\n"
       "certifies it and simulates it timing-only (--values: with values and the target's numerics, each op's result\n"
-      "against the exact VM). Prints one row per op (sections, cycles, share of the layer,\n"
-      "what bounds its longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to\n"
-      "equal the sum of its sections; --all-layers adds the whole token (decode) or the time to the first token\n"
-      "(prefill). Recognized architectures: DeepseekV3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM,\n"
+      "against the exact VM). Prints one row per op (sections, cycles, share of the layer, what bounds its\n"
+      "longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to equal the sum of\n"
+      "its sections; --all-layers adds the whole token (decode) or the time to the first token (prefill). Recognized architectures: DeepseekV3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM,\n"
       "Qwen3ForCausalLM, Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification, 2 on bad usage or\n"
       "an unreadable config.";
   s.examples = {"spatial model --config=qwen3-8b --decode=4096 --cache=8192 --target=wormhole_n150",
