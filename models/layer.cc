@@ -477,6 +477,9 @@ absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& tar
     // ("rope__columns"), so two ops of one kind can declare one name with different values; in one program a name
     // is one tensor, and the second op would read the first's table. Such a table is renamed, in every section of
     // its op, after the op ("{label}__{name}"). Run inputs and results keep their names: they are the handles.
+    // This is the layer's rule, not ComposeSections': a layer's ops meet only through named run inputs (weights
+    // are External) and results, while other compositions share an embedded Param between parts on purpose (the
+    // causal conv's prefill and decode parts read one embedded weight in two views, carried_conv_test).
     std::map<std::string, std::string> renamed;
     for (const Section& s : c.sections) {
       for (const Tensor& t : s.tensors) {
