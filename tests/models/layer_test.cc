@@ -3,7 +3,9 @@
 // plain-loop decoder reference (decoder_reference.h) that shares no code with the lowerings.
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -356,11 +358,14 @@ TEST(LowerLayer, Qwen3At4096ComposesAndCertifiesOnWormhole) {
 }
 
 // The reference's weights: each the run input of its name (empty when the layer has none).
+// The values of run input `name` (empty when the layer has none).
+std::vector<double> ValuesOf(const TensorMap& inputs, const std::string& name) {
+  auto it = inputs.find(name);
+  return it == inputs.end() ? std::vector<double>() : it->second.values;
+}
+
 testing::DecoderWeights WeightsOf(const TensorMap& inputs) {
-  auto in = [&](const char* name) {
-    auto it = inputs.find(name);
-    return it == inputs.end() ? std::vector<double>() : it->second.values;
-  };
+  auto in = [&](const char* name) { return ValuesOf(inputs, name); };
   testing::DecoderWeights w;
   w.attn_norm_w = in("attn_norm_w");
   w.wq = in("wq");
@@ -405,58 +410,72 @@ struct SmallCase {
   friend void PrintTo(const SmallCase& c, std::ostream* os) { *os << c.model << " on " << c.target; }
 };
 
-class SmallLayer : public ::testing::TestWithParam<SmallCase> {};
+class SmallLayer : public ::testing::TestWithParam<SmallCase> {
+ protected:
+  void SetUp() override {
+    const std::string& model = GetParam().model;
+    absl::StatusOr<ModelConfig> c = ReadModelConfig(WriteConfig("small_" + model, SmallModel(model)));
+    ASSERT_TRUE(c.ok()) << c.status();
+    config_ = *std::move(c);
+    absl::StatusOr<Target> t = LoadTarget(GetParam().target);
+    ASSERT_TRUE(t.ok()) << t.status();
+    target_ = *std::move(t);
+  }
 
-TensorMap LayerInputs(const Composition& c, const ModelConfig& config, int64_t position) {
-  return LayerRunInputs(c, config, position, 12345 + position);
+  // `plan` lowered, certified and run on the VM with LayerRunInputs at `position`: the inputs and every tensor the
+  // VM leaves (empty after a failure, which is reported).
+  std::pair<TensorMap, TensorMap> LowerAndRun(const LayerPlan& plan, int64_t position) {
+    absl::StatusOr<LoweredLayer> l = LowerLayer(plan, *target_);
+    EXPECT_TRUE(l.ok()) << l.status();
+    if (!l.ok()) return {};
+    CertifyResult cert = Certify(l->program, *target_);
+    for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
+    TensorMap inputs = LayerRunInputs(l->program, config_, position, 12345 + position);
+    absl::StatusOr<TensorMap> vm = RunComposition(l->program, target_->tile_rows(), target_->tile_cols(), inputs);
+    EXPECT_TRUE(vm.ok()) << vm.status();
+    if (!vm.ok()) return {};
+    return {std::move(inputs), *std::move(vm)};
+  }
+
+  ModelConfig config_;
+  std::optional<Target> target_;
+};
+
+// The VM's `name` against the reference's values, max |got - want| / max(|want|, 1) at f64 rounding.
+void ExpectNearReference(const TensorMap& vm, const std::string& name, const std::vector<double>& want) {
+  ASSERT_TRUE(vm.count(name)) << "the VM produced no '" << name << "'";
+  const std::vector<double>& got = vm.at(name).values;
+  ASSERT_EQ(got.size(), want.size()) << name;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / std::max(std::fabs(want[i]), 1.0));
+  }
+  EXPECT_LE(worst, 1e-12) << name;
 }
 
 TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {
-  const std::string& model = GetParam().model;
-  absl::StatusOr<ModelConfig> c = ReadModelConfig(WriteConfig("small_" + model, SmallModel(model)));
-  ASSERT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<Target> target = LoadTarget(GetParam().target);
-  ASSERT_TRUE(target.ok()) << target.status();
+  const ModelConfig& c = config_;
   // Heads of 16: whole 8 x 8 tiles on test_tiny (the caches dense, the flash form), narrower than wormhole's 32
   // (the caches flat rows) -- both layouts of the cache writes.
   const int64_t cache = 20;
   for (int64_t layer : {0, 1}) {
     for (int64_t position : {1, 7, 20}) {
       SCOPED_TRACE(absl::StrCat("layer ", layer, " at position ", position));
-      absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, layer, DecodePhase{position, cache, {}}, *target);
+      absl::StatusOr<LayerPlan> p = DecodeLayerPlan(c, layer, DecodePhase{position, cache, {}}, *target_);
       ASSERT_TRUE(p.ok()) << p.status();
-      absl::StatusOr<LoweredLayer> l = LowerLayer(*p, *target);
-      ASSERT_TRUE(l.ok()) << l.status();
-      CertifyResult cert = Certify(l->program, *target);
-      for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
-      const TensorMap inputs = LayerInputs(l->program, *c, position);
-      absl::StatusOr<TensorMap> vm = RunComposition(l->program, target->tile_rows(), target->tile_cols(), inputs);
-      ASSERT_TRUE(vm.ok()) << vm.status();
-      auto in = [&](const char* name) {
-        auto it = inputs.find(name);
-        return it == inputs.end() ? std::vector<double>() : it->second.values;
-      };
-      const testing::DecoderWeights w = WeightsOf(inputs);
+      const auto [inputs, vm] = LowerAndRun(*p, position);
+      if (vm.empty()) return;
       // Latent attention (DeepSeek-V3) keeps one cache, kv_cache: the reference's k_cache slot holds it.
-      const bool latent = c->mla.on();
-      testing::DecoderStep want = testing::DecodeStep(*c, layer, w, in("x"), in(latent ? "kv_cache" : "k_cache"),
-                                                      in("v_cache"), position);
-      auto expect_near = [&](const char* name, const std::vector<double>& ref) {
-        ASSERT_TRUE(vm->count(name)) << "the VM produced no '" << name << "'";
-        const std::vector<double>& got = vm->at(name).values;
-        ASSERT_EQ(got.size(), ref.size()) << name;
-        double worst = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          worst = std::max(worst, std::fabs(got[i] - ref[i]) / std::max(std::fabs(ref[i]), 1.0));
-        }
-        EXPECT_LE(worst, 1e-12) << name;
-      };
-      expect_near("x_out", want.x_out);
+      const bool latent = c.mla.on();
+      testing::DecoderStep want =
+          testing::DecodeStep(c, layer, WeightsOf(inputs), ValuesOf(inputs, "x"),
+                              ValuesOf(inputs, latent ? "kv_cache" : "k_cache"), ValuesOf(inputs, "v_cache"), position);
+      ExpectNearReference(vm, "x_out", want.x_out);
       if (latent) {
-        expect_near("kv_cache", want.k_cache);
+        ExpectNearReference(vm, "kv_cache", want.k_cache);
       } else {
-        expect_near("k_cache", want.k_cache);
-        expect_near("v_cache", want.v_cache);
+        ExpectNearReference(vm, "k_cache", want.k_cache);
+        ExpectNearReference(vm, "v_cache", want.v_cache);
       }
     }
   }
@@ -466,11 +485,7 @@ TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {
 // before it wrote. The reference runs them so; the VM runs the prefill's one composition (T x n matmuls, the
 // relayouts, a causal attention of T rows, T cache rows written at once).
 TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
-  const std::string& model = GetParam().model;
-  absl::StatusOr<ModelConfig> c = ReadModelConfig(WriteConfig("small_" + model, SmallModel(model)));
-  ASSERT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<Target> target = LoadTarget(GetParam().target);
-  ASSERT_TRUE(target.ok()) << target.status();
+  const ModelConfig& c = config_;
   const int64_t cache = 20;
   // On wormhole_n150 these heads of 16 are narrower than a tile: at 9 tokens the per-head norm needs a blocked form
   // that wants whole-tile heads, and the attention's 36 x 20 score page outgrows Dst, so only 3 tokens run there.
@@ -480,52 +495,34 @@ TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
   for (int64_t layer : {0, 1}) {
     for (int64_t tokens : sizes) {
       SCOPED_TRACE(absl::StrCat("layer ", layer, ", a prefill of ", tokens));
-      absl::StatusOr<LayerPlan> p = PrefillLayerPlan(*c, layer, PrefillPhase{tokens, cache, {}}, *target);
-      if (c->IsMoeLayer(layer)) {
+      absl::StatusOr<LayerPlan> p = PrefillLayerPlan(c, layer, PrefillPhase{tokens, cache, {}}, *target_);
+      if (c.IsMoeLayer(layer)) {
         EXPECT_THAT(p.status().message(), HasSubstr(absl::StrCat("a prefill of ", tokens, " tokens through layer ",
                                                                  layer, "'s mixture of experts")));
         continue;
       }
-      if (c->mla.on()) {
+      if (c.mla.on()) {
         EXPECT_THAT(p.status().message(), HasSubstr(absl::StrCat("NotLowered: a prefill of ", tokens,
                                                                  " tokens through latent attention")));
         continue;
       }
       ASSERT_TRUE(p.ok()) << p.status();
-      absl::StatusOr<LoweredLayer> l = LowerLayer(*p, *target);
-      ASSERT_TRUE(l.ok()) << l.status();
-      CertifyResult cert = Certify(l->program, *target);
-      for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
-      const TensorMap inputs = LayerInputs(l->program, *c, 1);
-      absl::StatusOr<TensorMap> vm = RunComposition(l->program, target->tile_rows(), target->tile_cols(), inputs);
-      ASSERT_TRUE(vm.ok()) << vm.status();
-      auto in = [&](const char* name) {
-        auto it = inputs.find(name);
-        return it == inputs.end() ? std::vector<double>() : it->second.values;
-      };
+      const auto [inputs, vm] = LowerAndRun(*p, 1);
+      if (vm.empty()) return;
       const testing::DecoderWeights w = WeightsOf(inputs);
-      const std::vector<double> x = in("x");
-      ASSERT_EQ(static_cast<int64_t>(x.size()), tokens * c->hidden);
-      std::vector<double> k_cache = in("k_cache"), v_cache = in("v_cache"), x_out;
+      const std::vector<double> x = ValuesOf(inputs, "x");
+      ASSERT_EQ(static_cast<int64_t>(x.size()), tokens * c.hidden);
+      std::vector<double> k_cache = ValuesOf(inputs, "k_cache"), v_cache = ValuesOf(inputs, "v_cache"), x_out;
       for (int64_t t = 0; t < tokens; ++t) {
-        const std::vector<double> row(x.begin() + t * c->hidden, x.begin() + (t + 1) * c->hidden);
-        testing::DecoderStep step = testing::DecodeStep(*c, layer, w, row, k_cache, v_cache, t + 1);
+        const std::vector<double> row(x.begin() + t * c.hidden, x.begin() + (t + 1) * c.hidden);
+        testing::DecoderStep step = testing::DecodeStep(c, layer, w, row, k_cache, v_cache, t + 1);
         x_out.insert(x_out.end(), step.x_out.begin(), step.x_out.end());
         k_cache = std::move(step.k_cache);
         v_cache = std::move(step.v_cache);
       }
-      for (auto [name, ref] : {std::pair<const char*, const std::vector<double>*>{"x_out", &x_out},
-                               {"k_cache", &k_cache},
-                               {"v_cache", &v_cache}}) {
-        ASSERT_TRUE(vm->count(name)) << "the VM produced no '" << name << "'";
-        const std::vector<double>& got = vm->at(name).values;
-        ASSERT_EQ(got.size(), ref->size()) << name;
-        double worst = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          worst = std::max(worst, std::fabs(got[i] - (*ref)[i]) / std::max(std::fabs((*ref)[i]), 1.0));
-        }
-        EXPECT_LE(worst, 1e-12) << name;
-      }
+      ExpectNearReference(vm, "x_out", x_out);
+      ExpectNearReference(vm, "k_cache", k_cache);
+      ExpectNearReference(vm, "v_cache", v_cache);
     }
   }
 }
