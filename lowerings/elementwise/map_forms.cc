@@ -20,8 +20,8 @@ absl::StatusOr<Composition> FlatMap(const std::string& name, const std::string& 
   b.SetAcc(acc);
   std::vector<Slot> slots;
   for (const MapOperand& x : xs) {
-    ASSIGN_OR_RETURN(BufferId in, b.InputPaged(x.ref.name, n, x.ref.fill, x.in, 2));
-    slots.push_back(Slot{in, At(0)});
+    ASSIGN_OR_RETURN(BufferId in, b.InputPaged(x.ref.name, x.scalar ? 1 : n, x.ref.fill, x.in, 2));
+    slots.push_back(Slot{in, x.scalar ? ConstMap() : At(0)});
   }
   const int64_t cols_t = TilesOf(n, target);
   BufferId out_buf = b.t().AddBuffer("out", cols_t, p);
@@ -54,8 +54,10 @@ absl::StatusOr<Composition> PerTileMap(const std::string& name, const std::strin
   std::vector<TensorId> ins;
   for (const MapOperand& x : xs) {
     const bool one_row = !matrix || x.row_broadcast;
-    ASSIGN_OR_RETURN(TensorInit init, InitOf(x.ref.fill, one_row ? n : elems));
-    ins.push_back(t.AddTensor(x.ref.name, TensorRole::kInput, one_row ? 1 : rows, n, x.in, std::move(init)));
+    const int64_t cols = x.scalar ? 1 : n;
+    ASSIGN_OR_RETURN(TensorInit init, InitOf(x.ref.fill, x.scalar ? 1 : one_row ? n : elems));
+    ins.push_back(t.AddTensor(x.ref.name, TensorRole::kInput, one_row || x.scalar ? 1 : rows, cols, x.in,
+                              std::move(init)));
   }
   TensorId yt = t.AddTensor(out, TensorRole::kOutput, matrix ? rows : 1, n, p, TensorInit::Zero());
   std::vector<BufferId> bufs;
@@ -65,13 +67,19 @@ absl::StatusOr<Composition> PerTileMap(const std::string& name, const std::strin
   std::vector<StageId> loads;
   for (size_t i = 0; i < xs.size(); ++i) {
     const bool down_rows = matrix && xs[i].row_broadcast;
+    // A scalar's one tile is every item's.
     loads.push_back(t.AddLoad(absl::StrCat("load_", xs[i].label), ins[i],
-                              down_rows ? std::vector<Term>{{LoopVar::kItemX, 1}} : steps, 1, bufs[i]));
+                              xs[i].scalar  ? std::vector<Term>{}
+                              : down_rows ? std::vector<Term>{{LoopVar::kItemX, 1}}
+                                          : steps,
+                              1, bufs[i]));
   }
   // One row: the last tile computes over its padding columns too, and the store drops them.
   const int64_t w = matrix ? tw : t.PageWidth(1);
   std::vector<ElemAccess> maps;
-  for (const MapOperand& x : xs) maps.push_back(matrix && x.row_broadcast ? PerColMap() : IdentMap(w));
+  for (const MapOperand& x : xs) {
+    maps.push_back(x.scalar ? ConstMap() : matrix && x.row_broadcast ? PerColMap() : IdentMap(w));
+  }
   StageId s = t.AddGeneric(kind, matrix ? TileSpace(tr, w) : FlatSpace(w), bufs, std::move(maps), IdentMap(w), body,
                            out_buf);
   StageId st = t.AddStore(absl::StrCat("store_", out), yt, steps, 1, out_buf);

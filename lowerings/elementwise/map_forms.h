@@ -23,6 +23,8 @@ struct MapOperand {
   Precision in = Precision::kBf16;
   std::string label;
   bool row_broadcast = false;
+  // One value (a 1 x 1 tensor) read by every element: a per-token gate.
+  bool scalar = false;
 };
 
 // `body` reads operand i as Op(i); the result is `out`, at precision p, computed in a Dst of precision `acc`; the

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/elementwise/binary.h"
 #include "lowerings/elementwise/elementwise.h"
+#include "lowerings/elementwise/map_forms.h"
 #include "lowerings/matmul/matmul.h"
 #include "lowerings/moe/moe_blocked.h"
 #include "lowerings/moe/moe_experts.h"
@@ -66,6 +67,41 @@ absl::StatusOr<Composition> Sigmoid(const std::string& logits, const std::string
       Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), Op(0))))), out);
   return f.Finish(probs, ne, {s}, out, absl::StrCat("moe_sigmoid_", ne), ApproxIn("moe router sigmoid",
                                                                                   Precision::kFp32));
+}
+
+// ★ QWEN3-NEXT'S SHARED EXPERT IS GATED PER TOKEN: s = sigmoid(x . w), one scalar at fp32 (the router's width: it
+// is a score), "moe_shared_gate_{d}".
+absl::StatusOr<Composition> SharedGate(const proto::Operand& x_op, const proto::Operand& w_op,
+                                       const std::string& weight, int64_t d, const Target& target) {
+  ASSIGN_OR_RETURN(FlatBuild f, FlatBuild::On(Datapath::kFloat, target));
+  ASSIGN_OR_RETURN(BufferId x, f.Input(x_op.name(), d, x_op.fill()));
+  ASSIGN_OR_RETURN(BufferId w, f.Input(w_op.name(), d, w_op.fill()));
+  const BufferId logit = f.t().AddScratch("shared_gate_logit", 1, Precision::kFp32);
+  const BufferId out = f.t().AddBuffer("shared_weight", 1, Precision::kFp32);
+  const ElemAccess down{0, {{LoopVar::kRow, 1}}, std::nullopt};
+  std::vector<StageId> chain{
+      f.Compute("shared_gate_logit", {{LoopVar::kRow, d, IterKind::kReduceSum}, {LoopVar::kCol, 1}},
+                {Slot{x, down}, Slot{w, down}}, PerColMap(), Mul(Op(0), Op(1)), logit),
+      f.Compute("shared_gate_sigmoid", FlatSpace(1), {Slot{logit, At(0)}}, IdentMap(f.t().PageWidth(1)),
+                Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), Op(0))))), out)};
+  // The weight leaves at the datapath's precision, as the add that reads it takes its operands.
+  ASSIGN_OR_RETURN(const Precision p, DatapathPrecision(Datapath::kFloat, target));
+  return FinishFlatAs(f, weight, 1, chain, out, absl::StrCat("moe_shared_gate_", d),
+                      ApproxIn("moe shared expert gate", Precision::kFp32), p, target);
+}
+
+// out = routed + s * shared, the gate's scalar read by every element: "moe_shared_gated_add_{d}", the binary
+// add's forms (a row wider than a site streams a tile an item).
+absl::StatusOr<Composition> SharedGatedAdd(const std::string& routed, const std::string& shared,
+                                           const std::string& weight, const std::string& out, int64_t d,
+                                           const Target& target) {
+  ASSIGN_OR_RETURN(const Precision p, DatapathPrecision(Datapath::kFloat, target));
+  const Body body = Add(Op(0), Mul(Op(1), Op(2)));
+  return PointwiseMap("moe_shared_gated_add", "shared_gated_add", p, MapAccFor(p, p, target), body,
+                      {MapOperand{.ref = {routed, proto::Fill()}, .in = p, .label = "routed"},
+                       MapOperand{.ref = {shared, proto::Fill()}, .in = p, .label = "shared"},
+                       MapOperand{.ref = {weight, proto::Fill()}, .in = p, .label = "weight", .scalar = true}},
+                      out, 1, d, target);
 }
 
 }  // namespace
@@ -133,6 +169,8 @@ absl::StatusOr<MoeOperands> CheckMoe(const proto::OpSpec& spec) {
   take(m.selection_bias(), layout.selection_bias);
   take(m.shared_dff() > 0, layout.shared_gate);
   if (layout.shared_gate >= 0) next += 2;
+  if (m.shared_gate() && m.shared_dff() == 0) return Invalid("moe.shared_gate is set without a shared_dff");
+  take(m.shared_gate(), layout.shared_weight);
   layout.count = next;
   return layout;
 }
@@ -192,8 +230,9 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
   auto internal = [&](const char* part) { return absl::StrCat(out, "__moe_", part); };
   proto::OpSpec routed = spec;
   routed.set_out(internal("routed"));
-  for (int i = 0; i < 3; ++i) routed.mutable_operands()->RemoveLast();
+  for (int i = 0; i < (m.shared_gate() ? 4 : 3); ++i) routed.mutable_operands()->RemoveLast();
   routed.mutable_moe()->set_shared_dff(0);
+  routed.mutable_moe()->set_shared_gate(false);
   ASSIGN_OR_RETURN(Composition c, RoutedMoe(routed, target));
   c.name = absl::StrCat(c.name, "_shared", m.shared_dff());
 
@@ -234,7 +273,12 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
                          internal("shared_up"), sdff));
   parts.push_back(
       matmul(internal("shared"), named(internal("shared_hidden")), spec.operands(layout.shared_gate + 2), sdff, d));
-  parts.push_back(binary(out, proto::BinarySpec::ADD, internal("routed"), internal("shared"), d));
+  if (m.shared_gate()) {
+    parts.push_back(SharedGate(x, spec.operands(layout.shared_weight), internal("shared_weight"), d, target));
+    parts.push_back(SharedGatedAdd(internal("routed"), internal("shared"), internal("shared_weight"), out, d, target));
+  } else {
+    parts.push_back(binary(out, proto::BinarySpec::ADD, internal("routed"), internal("shared"), d));
+  }
   for (absl::StatusOr<Composition>& part : parts) {
     RETURN_IF_ERROR(part.status());
     for (Section& sec : part->sections) c.sections.push_back(std::move(sec));

@@ -31,7 +31,8 @@ inline constexpr double kMoeSumFloor = 6.103515625e-5;
 
 // The operand layout (seed MoeOperands::of): [x, Wr, Wg, Wu, Wd], then each present optional operand in the order
 // router bias, gate bias, up bias, down bias, selection bias, then the shared experts' gate, up and down tables
-// (d x shared_dff, d x shared_dff, shared_dff x d). A position is -1 when the operand is absent.
+// (d x shared_dff, d x shared_dff, shared_dff x d), then with shared_gate its gate vector (d). A position is -1
+// when the operand is absent.
 //  x 1 x d; Wr d x ne (Wr[t·ne + e]); Wg, Wu (ne·dff) x d (expert b's row o at (b·dff + o)·d); Wd (ne·d) x dff;
 //  router and selection biases ne; gate and up biases ne·dff (expert b's at b·dff); down bias ne·d.
 struct MoeOperands {
@@ -41,6 +42,7 @@ struct MoeOperands {
   int down_bias = -1;
   int selection_bias = -1;
   int shared_gate = -1;  // then shared_gate + 1 (up) and + 2 (down)
+  int shared_weight = -1;  // the shared expert's gate vector w (d), after the shared down table
   int count = 5;
 };
 
@@ -70,7 +72,9 @@ double MoeRoundScale(const proto::MoeSpec& m);
 // or, where d and dff are whole tiles (moe_blocked.h), the router as a matmul ("moe_router_{d}x{ne}", an item per
 // tile of experts) and the experts by tile: "moe_up_...", "moe_down_..." and "moe_combine_{k}x{d}".
 // With shared experts the routed sum is "{out}__moe_routed", and the shared SwiGLU follows as the kinds it is made
-// of: two matmuls, a SiLU, a product, the down matmul, and the add into the result.
+// of: two matmuls, a SiLU, a product, the down matmul, and the add into the result. With shared_gate the add is
+// "moe_shared_gated_add_{d}" (routed + sigmoid(x . w) * shared), after "moe_shared_gate_{d}" (the sigmoid computed
+// at fp32, "{out}__moe_shared_weight" at the datapath's precision).
 // Internal tensors "{out}__moe_*" (MoeNames). Refusals: CheckMoe's; "a group limit over more groups than a page
 // has rows"; the target's missing datapaths; a section that does not fit a site.
 absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target);

@@ -166,7 +166,7 @@ absl::StatusOr<TensorMap> ReferenceMoe(const proto::OpSpec& spec, const TensorMa
     }
     out.values[o] = v;
   }
-  // The shared experts: a plain SwiGLU of x, added unweighted.
+  // The shared experts: a plain SwiGLU of x, added unweighted (or, with shared_gate, weighed by its gate).
   if (layout.shared_gate >= 0) {
     const int64_t sdff = m.shared_dff();
     ASSIGN_OR_RETURN(const std::vector<double>* sg, Values(inputs, ops[layout.shared_gate].name, d * sdff));
@@ -181,10 +181,18 @@ absl::StatusOr<TensorMap> ReferenceMoe(const proto::OpSpec& spec, const TensorMa
       }
       h[o] = SiluOf(g) * u;
     }
+    // Qwen3-Next: weighed by sigmoid(x . w).
+    double weight = 1.0;
+    if (layout.shared_weight >= 0) {
+      ASSIGN_OR_RETURN(const std::vector<double>* sw, Values(inputs, ops[layout.shared_weight].name, d));
+      double logit = 0.0;
+      for (int64_t t = 0; t < d; ++t) logit += (*x)[t] * (*sw)[t];
+      weight = 1.0 / (1.0 + std::exp(-logit));
+    }
     for (int64_t o = 0; o < d; ++o) {
       double y = 0.0;
       for (int64_t t = 0; t < sdff; ++t) y += h[t] * (*sd)[t * d + o];
-      out.values[o] += y;
+      out.values[o] += weight * y;
     }
   }
   TensorMap result;

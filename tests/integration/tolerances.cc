@@ -205,7 +205,10 @@ std::vector<OpCase> MoeCases() {
            {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true},
            // DeepSeek-V3's routing with its shared expert beside the routed ones, both forms.
            {"test_tiny", 6, 5, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 7},
-           {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true, false, false, 64}}) {
+           {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true, false, false, 64},
+           // Qwen3-Next's gated shared expert (256 of its 512 experts).
+           {"wormhole_n150", 64, 32, 256, 10, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 32,
+            true}}) {
     v.push_back({c.target, testing::MoeSpecOf(c), testing::MoeDraw(c.d, c.dff)});
   }
   return v;

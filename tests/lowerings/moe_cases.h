@@ -23,6 +23,7 @@ struct MoeCase {
   bool weigh_inputs = false;
   bool clamped = false;
   int64_t shared = 0;  // the shared experts' width; 0: none
+  bool shared_gate = false;  // Qwen3-Next: the shared expert weighed by sigmoid(x . sw)
 };
 
 inline proto::OpSpec MoeSpecOf(const MoeCase& c) {
@@ -60,6 +61,10 @@ inline proto::OpSpec MoeSpecOf(const MoeCase& c) {
   if (c.shared > 0) {
     m->set_shared_dff(c.shared);
     for (const char* n : {"sg", "su", "sd"}) s.add_operands()->set_name(n);
+  }
+  if (c.shared_gate) {
+    m->set_shared_gate(true);
+    s.add_operands()->set_name("sw");
   }
   return s;
 }

@@ -59,6 +59,10 @@ TEST(MoeTest, MatchesReference) {
       {"test_tiny", 6, 5, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, /*shared=*/7},
       {"test_tiny", 16, 8, 16, 4, S::SIGMOID, true, 2.5, 4, 2, false, false, true, false, false, 16},
       {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true, false, false, 64},
+      // Qwen3-Next's shared expert, weighed by its sigmoid gate, both forms (256 of its 512 experts: a softmax over
+      // 512 at fp32 is wider than the accumulator).
+      {"test_tiny", 6, 5, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 7, true},
+      {"wormhole_n150", 64, 32, 256, 10, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 32, true},
   };
   int checked = 0;
   for (const MoeCase& c : cases) {
@@ -66,7 +70,8 @@ TEST(MoeTest, MatchesReference) {
     const Target& t = Shipped(c.target);
     Composition comp = CheckLowering(spec, t, MoeDraw(c.d, c.dff), 1e-12, static_cast<uint64_t>(c.ne * 100 + c.d));
     const bool blocked = c.d % t.tile_cols() == 0 && c.dff % t.tile_cols() == 0;
-    ASSERT_EQ(comp.sections.size(), (blocked ? 6u : 4u) + (c.groups > 0 ? 1u : 0u) + (c.shared > 0 ? 6u : 0u))
+    ASSERT_EQ(comp.sections.size(), (blocked ? 6u : 4u) + (c.groups > 0 ? 1u : 0u) + (c.shared > 0 ? 6u : 0u) +
+                                        (c.shared_gate ? 1u : 0u))
         << spec.ShortDebugString();
     const CertifyResult cert = Certify(comp, t);
     EXPECT_TRUE(cert.ok()) << spec.ShortDebugString() << ": "
@@ -260,6 +265,8 @@ TEST(MoeTest, Refusals) {
   shared.shared = 8;
   EXPECT_EQ(status(shared, [](proto::OpSpec& s) { s.mutable_operands()->RemoveLast(); }).message(),
             "NotLowered: moe takes 8 operands, got 7");
+  EXPECT_EQ(status(base, [](proto::OpSpec& s) { s.mutable_moe()->set_shared_gate(true); }),
+            absl::InvalidArgumentError("moe.shared_gate is set without a shared_dff"));
   EXPECT_EQ(status(base, [](proto::OpSpec& s) { s.mutable_moe()->set_shared_dff(-2); }),
             absl::InvalidArgumentError("moe.shared_dff is negative (-2)"));
   // The reference refuses alike.
