@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -72,12 +73,13 @@ proto::OpSpec Binary(const std::string& out, const char* a, const char* b, proto
 }
 
 // RoPE of `rows` token rows of `heads` heads each, the first at the position named pos.
-proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, int64_t rows, const ModelConfig& c,
-                   int64_t cache) {
+// `hd` is the head's width, of which RoPE turns the first RotaryDim() (a partial rotary leaves the rest).
+proto::OpSpec Rope(const std::string& out, const char* in, int64_t heads, int64_t hd, int64_t rows,
+                   const ModelConfig& c, int64_t cache) {
   proto::OpSpec s = Spec(out, {in, "rope_cos", "rope_sin", "pos"});
   auto* r = s.mutable_rope();
   r->set_h(heads * rows);
-  r->set_hd(c.RotaryDim());
+  r->set_hd(hd);
   r->set_half(c.RotaryDim() / 2);
   r->set_rows(rows);
   r->mutable_from()->set_named("pos");
@@ -142,13 +144,13 @@ absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, 
   add("q_b_proj", Matmul("q", "q_a_n", "wq_b", 1, m.q_rank, c.heads * qk, wf.attention));
   add("q_nope", HeadSlice("q_nope", "q", qk, 0, m.nope, c.heads * qk));
   add("q_pe", HeadSlice("q_pe", "q", qk, m.nope, m.rope, c.heads * qk));
-  add("q_rope", Rope("q_pe_rot", "q_pe", c.heads, 1, c, cache));
+  add("q_rope", Rope("q_pe_rot", "q_pe", c.heads, m.rope, 1, c, cache));
   add("q_join", Join("q_mla", "q_nope", "q_pe_rot", c.heads, m.nope, m.rope));
   add("kv_a_proj", Matmul("kv_a", "h", "wkv_a", 1, d, kv_row, wf.attention));
   add("c_kv", HeadSlice("c_kv", "kv_a", kv_row, 0, m.kv_rank, kv_row));
   add("k_pe", HeadSlice("k_pe", "kv_a", kv_row, m.kv_rank, m.rope, kv_row));
   add("kv_a_norm", Norm("c_kv_n", "c_kv", "kv_a_norm_w", 1, m.kv_rank, c.eps, false));
-  add("k_rope", Rope("k_pe_rot", "k_pe", 1, 1, c, cache));
+  add("k_rope", Rope("k_pe_rot", "k_pe", 1, m.rope, 1, c, cache));
   add("kv_join", Join("kv_row", "c_kv_n", "k_pe_rot", 1, m.kv_rank, m.rope));
   add("kv_cache_write", CacheWrite("kv_cache", "kv_row", cache, kv_row, 1, true));
   {
@@ -169,6 +171,82 @@ absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, 
   add("o_proj", Matmul("attn_out", "ctx", "wo", 1, c.heads * m.vd, d, wf.attention));
   p->weights.insert(p->weights.end(), {"wq_a", "q_a_norm_w", "wq_b", "wkv_a", "kv_a_norm_w", "w_uk", "w_uv", "wo"});
   p->state = {"kv_cache"};
+  return absl::OkStatus();
+}
+
+// ★ QWEN3-NEXT'S LINEAR ATTENTION, ONE DECODE STEP (modeling_qwen3_next.py, Qwen3NextGatedDeltaNet): in_proj_qkvz
+// and in_proj_ba; the depthwise causal conv over q, k and v (its ring is carried state) and SiLU; q and k
+// l2-normalized per head; beta = sigmoid(b); the decay alpha = exp(-exp(A_log) * softplus(a + dt_bias)) (the
+// decay op, its rate -exp(A_log) a weight); the gated delta rule over the carried memory, with the gated RMSNorm
+// (weight, silu(z)) of its output; out_proj. The checkpoint groups in_proj_qkvz's and in_proj_ba's columns by key
+// head and maps value head h to key head h / (hv / hk); a fixed permutation of those columns, of the value heads'
+// weights and of out_proj's rows turns that into the contiguous q | k | v | z and b | a here and the gated delta
+// op's value head h reading key head h mod hk, so the two cost the same.
+absl::Status AddGatedDeltaNet(const ModelConfig& c, int64_t T, const WeightFormats& wf, LayerPlan* p) {
+  if (T > 1) {
+    return NotLowered(absl::StrCat("a prefill of ", T, " tokens through a Gated DeltaNet layer: the layer is "
+                                   "lowered one decode step at a time"));
+  }
+  const LinearAttention& g = c.gdn;
+  if (g.k_dim != g.v_dim) {
+    return NotLowered(absl::StrCat("a Gated DeltaNet of key heads ", g.k_dim, " and value heads ", g.v_dim,
+                                   " wide: the gated delta op takes one head width"));
+  }
+  const int64_t d = c.hidden, key = g.k_heads * g.k_dim, val = g.v_heads * g.v_dim, conv = 2 * key + val;
+  auto add = [&](const char* label, proto::OpSpec spec) { p->ops.push_back({label, std::move(spec)}); };
+  add("qkvz_proj", Matmul("qkvz", "h", "w_qkvz", 1, d, conv + val, wf.attention));
+  add("qkv_part", HeadSlice("mixed_qkv", "qkvz", conv + val, 0, conv, conv + val));
+  add("z_part", HeadSlice("z", "qkvz", conv + val, conv, val, conv + val));
+  add("ba_proj", Matmul("ba", "h", "w_ba", 1, d, 2 * g.v_heads, wf.attention));
+  add("b_part", HeadSlice("b", "ba", 2 * g.v_heads, 0, g.v_heads, 2 * g.v_heads));
+  add("a_part", HeadSlice("a", "ba", 2 * g.v_heads, g.v_heads, g.v_heads, 2 * g.v_heads));
+  {
+    proto::OpSpec s = Spec("conv_out", {"mixed_qkv", "conv_w", "conv_state"});
+    s.mutable_causal_conv()->set_taps(g.conv);
+    s.mutable_causal_conv()->set_chan(conv);
+    s.mutable_causal_conv()->set_rows(1);
+    add("causal_conv", std::move(s));
+  }
+  {
+    proto::OpSpec s = Spec("qkv_act", {"conv_out"});
+    s.mutable_silu()->set_n(conv);
+    add("conv_silu", std::move(s));
+  }
+  add("q_part", HeadSlice("q_lin", "qkv_act", conv, 0, key, conv));
+  add("k_part", HeadSlice("k_lin", "qkv_act", conv, key, key, conv));
+  add("v_part", HeadSlice("v_lin", "qkv_act", conv, 2 * key, val, conv));
+  for (const auto& [label, out, in] : {std::tuple{"q_l2norm", "q_l2", "q_lin"}, {"k_l2norm", "k_l2", "k_lin"}}) {
+    proto::OpSpec s = Spec(out, {in});
+    s.mutable_l2norm()->set_rows(g.k_heads);
+    s.mutable_l2norm()->set_cols(g.k_dim);
+    s.mutable_l2norm()->set_eps(1e-6);  // transformers' l2norm (and fla's) default
+    add(label, std::move(s));
+  }
+  {
+    proto::OpSpec s = Spec("beta", {"b"});
+    s.mutable_sigmoid()->set_n(g.v_heads);
+    add("beta", std::move(s));
+  }
+  {
+    proto::OpSpec s = Spec("alpha", {"a", "dt_bias", "a_rate"});
+    s.mutable_decay()->set_rows(1);
+    s.mutable_decay()->set_n(g.v_heads);
+    add("decay", std::move(s));
+  }
+  {
+    proto::OpSpec s = Spec("core", {"q_l2", "k_l2", "v_lin", "z", "beta", "alpha", "gdn_state", "gdn_norm_w"});
+    auto* gd = s.mutable_gated_delta();
+    gd->set_hv(g.v_heads);
+    gd->set_hk(g.k_heads);
+    gd->set_d(g.k_dim);
+    gd->set_rows(1);
+    gd->set_eps(c.eps);
+    gd->set_gate(proto::GatedDeltaSpec::SILU);
+    add("gated_delta", std::move(s));
+  }
+  add("out_proj", Matmul("attn_out", "core", "w_out", 1, val, d, wf.attention));
+  p->weights.insert(p->weights.end(), {"w_qkvz", "w_ba", "conv_w", "dt_bias", "a_rate", "gdn_norm_w", "w_out"});
+  p->state = {"conv_state", "gdn_state"};
   return absl::OkStatus();
 }
 
@@ -199,10 +277,19 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
       p.weights.push_back(bias);
     }
   };
-  if (c.mla.on()) {
+  if (c.IsLinearLayer(layer)) {
+    RETURN_IF_ERROR(AddGatedDeltaNet(c, T, wf, &p));
+  } else if (c.mla.on()) {
     RETURN_IF_ERROR(AddLatentAttention(c, T, cache, wf, &p));
   } else {
-    project("q_proj", "q", "h", "wq", "bq", d, qw);
+    if (c.output_gate) {
+      // Qwen3NextAttention: q_proj writes each head's query and then its output gate, 2 x head_dim a head.
+      project("q_proj", "q_and_gate", "h", "wq", "bq", d, 2 * qw);
+      add("q_part", HeadSlice("q", "q_and_gate", 2 * hd, 0, hd, T * 2 * qw));
+      add("gate_part", HeadSlice("attn_gate", "q_and_gate", 2 * hd, hd, hd, T * 2 * qw));
+    } else {
+      project("q_proj", "q", "h", "wq", "bq", d, qw);
+    }
     project("k_proj", "k", "h", "wk", "bk", d, kvw);
     project("v_proj", "v", "h", "wv", "bv", d, kvw);
     std::string q_in = "q", k_in = "k";
@@ -213,8 +300,8 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
       q_in = "q_n";
       k_in = "k_n";
     }
-    add("q_rope", Rope("q_rot", q_in.c_str(), c.heads, T, c, cache));
-    add("k_rope", Rope("k_rot", k_in.c_str(), c.kv_heads, T, c, cache));
+    add("q_rope", Rope("q_rot", q_in.c_str(), c.heads, hd, T, c, cache));
+    add("k_rope", Rope("k_rot", k_in.c_str(), c.kv_heads, hd, T, c, cache));
     const std::string k_rows = "k_rot", q_att = "q_rot";
     // ★ A CACHE IS WRITTEN IN THE LAYOUT ITS ATTENTION READS: dense tiles for the flash form, flat rows otherwise
     // (heads narrower than a tile); the two ops share the table, so they must agree on its shape.
@@ -239,7 +326,16 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
       a->mutable_pos()->set_named("pos");
       add("attention", std::move(s));
     }
-    project("o_proj", "attn_out", "ctx", "wo", "bo", qw, d);
+    std::string ctx = "ctx";
+    if (c.output_gate) {
+      // The attention times sigmoid(gate), per element, before o_proj.
+      proto::OpSpec g = Spec("attn_gate_s", {"attn_gate"});
+      g.mutable_sigmoid()->set_n(T * qw);
+      add("gate_sigmoid", Pointwise(std::move(g), T, qw));
+      add("output_gate", Binary("ctx_gated", "ctx", "attn_gate_s", proto::BinarySpec::MUL, T, qw));
+      ctx = "ctx_gated";
+    }
+    project("o_proj", "attn_out", ctx.c_str(), "wo", "bo", qw, d);
   }
   add("attn_residual", Binary("h1", "x", "attn_out", proto::BinarySpec::ADD, T, d));
   add("mlp_norm", Norm("h2", "h1", "mlp_norm_w", T, d, c.eps, false));
@@ -292,6 +388,12 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
         p.weights.push_back(w);
       }
     }
+    // Qwen3-Next: the shared expert weighed by sigmoid(h2 . shared_expert_gate).
+    if (c.shared_gate) {
+      m->set_shared_gate(true);
+      s.add_operands()->set_name("shared_expert_gate");
+      p.weights.push_back("shared_expert_gate");
+    }
     add("moe", std::move(s));
   } else {
     add("gate_proj", Matmul("gate", "h2", "w_gate", T, d, ff, wf.gate_up));
@@ -306,7 +408,7 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
     p.weights.insert(p.weights.end(), {"w_gate", "w_up", "w_down"});
   }
   add("mlp_residual", Binary("x_out", "h1", "mlp_out", proto::BinarySpec::ADD, T, d));
-  if (!c.mla.on()) p.state = {"k_cache", "v_cache"};
+  if (!c.mla.on() && !c.IsLinearLayer(layer)) p.state = {"k_cache", "v_cache"};
   return p;
 }
 
@@ -380,11 +482,10 @@ LayerPlan HeadPlan(const ModelConfig& c, const WeightFormats& formats) {
 std::vector<LayerKind> LayerKinds(const ModelConfig& c) {
   std::vector<LayerKind> kinds;
   for (int64_t l = 0; l < c.layers; ++l) {
-    const bool moe = c.IsMoeLayer(l), sliding = c.IsSlidingLayer(l);
-    auto it = std::find_if(kinds.begin(), kinds.end(),
-                           [&](const LayerKind& k) { return k.moe == moe && k.sliding == sliding; });
+    const LayerKind kind = KindOf(c, l);
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const LayerKind& k) { return SameKind(k, kind); });
     if (it == kinds.end()) {
-      kinds.push_back({l, 1, moe, sliding});
+      kinds.push_back(LayerKind{l, 1, kind.moe, kind.sliding, kind.linear});
     } else {
       ++it->count;
     }
@@ -392,8 +493,13 @@ std::vector<LayerKind> LayerKinds(const ModelConfig& c) {
   return kinds;
 }
 
+LayerKind KindOf(const ModelConfig& c, int64_t layer) {
+  return LayerKind{layer, 0, c.IsMoeLayer(layer), c.IsSlidingLayer(layer), c.IsLinearLayer(layer)};
+}
+
 std::string LayerKindName(const LayerKind& k) {
-  return absl::StrCat(k.sliding ? "sliding attention, " : "", k.moe ? "mixture of experts" : "dense MLP");
+  return absl::StrCat(k.linear ? "Gated DeltaNet, " : "", k.sliding ? "sliding attention, " : "",
+                      k.moe ? "mixture of experts" : "dense MLP");
 }
 
 TensorMap LayerRunInputs(const Composition& program, const ModelConfig& config, int64_t position, uint64_t seed) {
@@ -419,6 +525,16 @@ TensorMap LayerRunInputs(const Composition& program, const ModelConfig& config, 
       for (double& v : d.values) v = uniform(0.8, 1.2);
     } else if (t.name == "sinks") {
       for (double& v : d.values) v = uniform(-2, 2);
+    } else if (t.name == "a_rate") {
+      // -exp(A_log), A_log = log U(0, 16) at initialization: a decay rate in (-16, 0); the smaller half of it.
+      for (double& v : d.values) v = uniform(-8, -0.05);
+    } else if (t.name == "conv_w") {
+      // Conv1d's default bound 1/sqrt(fan_in), the fan-in a depthwise channel's taps.
+      const double bound = 1.0 / std::sqrt(static_cast<double>(config.gdn.conv));
+      for (double& v : d.values) v = uniform(-bound, bound);
+    } else if (t.name == "shared_expert_gate") {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(n));
+      for (double& v : d.values) v = uniform(-bound, bound);
     } else if (t.name[0] == 'w' || t.name == "router" || absl::StartsWith(t.name, "shared_") || expert) {
       // The mixture's expert tables are PyTorch's out x in per expert: their fan-in is the columns.
       const double fan_in = static_cast<double>(expert ? t.cols : t.rows);

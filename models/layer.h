@@ -12,6 +12,12 @@
 // (modeling_gpt_oss.py): no q/k norms, projections with biases (bq, bk, bv, bo), a sink logit per head (sinks),
 // every other layer a sliding window, the mixture with biases and the clamped SwiGLU.
 //
+// Qwen3-Next (modeling_qwen3_next.py): its attention layers' q_proj also writes an output gate a head (the attention
+// times its sigmoid before o_proj) and RoPE turns a quarter of each head; three in four layers are a Gated DeltaNet
+// instead (w_qkvz, w_ba, conv_w, dt_bias, a_rate = -exp(A_log), gdn_norm_w, w_out; carried state conv_state and
+// gdn_state), and the mixture's shared expert is weighed by sigmoid(h2 . shared_expert_gate). Its norms' weights are
+// zero-centred (x * (1 + w)); a weight here is that 1 + w.
+//
 // Names: the run's inputs are x, pos (the 1-based position P, one int), the weights (attn_norm_w, wq, wk, wv,
 // q_norm_w, k_norm_w (Qwen3), wo, mlp_norm_w, then w_gate, w_up, w_down or router, experts_gate, experts_up,
 // experts_down (MoeSpec's layout); dense matmul weights stored as the matmul's k x n, i.e. transposed from
@@ -107,8 +113,14 @@ struct LayerKind {
   int64_t count = 0;
   bool moe = false;
   bool sliding = false;  // attends a sliding window (gpt-oss's sliding_attention layers)
+  bool linear = false;   // a Gated DeltaNet (Qwen3-Next's linear_attention layers)
 };
 std::vector<LayerKind> LayerKinds(const ModelConfig& config);
+// The kind of layer `layer` (first = layer, count 0), and whether two kinds are one (first and count aside).
+LayerKind KindOf(const ModelConfig& config, int64_t layer);
+inline bool SameKind(const LayerKind& a, const LayerKind& b) {
+  return a.moe == b.moe && a.sliding == b.sliding && a.linear == b.linear;
+}
 // "sliding attention, mixture of experts", "dense MLP", ...
 std::string LayerKindName(const LayerKind& kind);
 

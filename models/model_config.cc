@@ -22,7 +22,7 @@ std::string ExamplesDir() { return SPATIAL_MODELS_DIR; }
 
 std::vector<std::string> RecognizedArchitectures() {
   return {"DeepseekV3ForCausalLM", "GptOssForCausalLM", "LlamaForCausalLM", "Qwen3ForCausalLM",
-          "Qwen3MoeForCausalLM"};
+          "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM"};
 }
 
 bool ModelConfig::IsMoeLayer(int64_t layer) const {
@@ -188,7 +188,32 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
       return NotLowered(absl::StrCat(path, ": scoring_func '", hf.scoring_func(), "' is not recognized"));
     }
   }
-  if (c.architecture == "Qwen3MoeForCausalLM") {
+  c.linear.assign(c.sliding.size(), false);
+  if (c.architecture == "Qwen3NextForCausalLM") {
+    c.gdn = LinearAttention{hf.linear_num_key_heads(), hf.linear_num_value_heads(), hf.linear_key_head_dim(),
+                            hf.linear_value_head_dim(), hf.linear_conv_kernel_dim()};
+    c.output_gate = true;
+    // Absent: Qwen3NextConfig's default, a quarter of each head.
+    c.partial_rotary = hf.partial_rotary_factor() > 0 ? hf.partial_rotary_factor() : 0.25;
+    c.shared_dff = hf.shared_expert_intermediate_size();
+    c.shared_gate = c.shared_dff > 0;
+    if (hf.layer_types_size() > 0 && hf.layer_types_size() != hf.num_hidden_layers()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": error: layer_types has ", hf.layer_types_size(),
+                                                     " entries for ", hf.num_hidden_layers(), " layers"));
+    }
+    const int64_t interval = hf.full_attention_interval() > 0 ? hf.full_attention_interval() : 4;
+    for (int64_t l = 0; l < static_cast<int64_t>(c.linear.size()); ++l) {
+      // Absent: Qwen3NextConfig's default, every interval-th layer full attention.
+      const std::string type = hf.layer_types_size() > 0 ? hf.layer_types(static_cast<int>(l))
+                                                         : ((l + 1) % interval == 0 ? "full_attention"
+                                                                                    : "linear_attention");
+      if (type != "linear_attention" && type != "full_attention") {
+        return NotLowered(absl::StrCat(path, ": layer_types[", l, "] '", type, "' is not recognized"));
+      }
+      c.linear[l] = type == "linear_attention";
+    }
+  }
+  if (c.architecture == "Qwen3MoeForCausalLM" || c.architecture == "Qwen3NextForCausalLM") {
     c.experts = hf.num_experts();
     c.experts_per_token = hf.num_experts_per_tok();
     c.moe_intermediate = hf.moe_intermediate_size();
@@ -244,7 +269,27 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": error: num_experts_per_tok ", c.experts_per_token,
                                                    " chooses more than the ", c.experts, " experts"));
   }
-  if (c.architecture == "Qwen3MoeForCausalLM") {
+  if (c.architecture == "Qwen3NextForCausalLM") {
+    for (auto [field, v] : std::initializer_list<std::pair<const char*, int64_t>>{
+             {"linear_num_key_heads", c.gdn.k_heads},
+             {"linear_num_value_heads", c.gdn.v_heads},
+             {"linear_key_head_dim", c.gdn.k_dim},
+             {"linear_value_head_dim", c.gdn.v_dim},
+             {"linear_conv_kernel_dim", c.gdn.conv}}) {
+      if (absl::Status st = positive(field, static_cast<double>(v)); !st.ok()) return st;
+    }
+    if (c.gdn.v_heads % c.gdn.k_heads != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": error: linear_num_value_heads ", c.gdn.v_heads,
+                                                     " does not divide among linear_num_key_heads ",
+                                                     c.gdn.k_heads));
+    }
+    if (c.RotaryDim() < 2 || c.RotaryDim() % 2 != 0 || c.RotaryDim() > c.head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": error: partial_rotary_factor ", c.partial_rotary,
+                                                     " rotates ", c.RotaryDim(), " of a head of ", c.head_dim,
+                                                     ": RoPE rotates pairs"));
+    }
+  }
+  if (c.architecture == "Qwen3MoeForCausalLM" || c.architecture == "Qwen3NextForCausalLM") {
     for (auto [field, v] : std::initializer_list<std::pair<const char*, int64_t>>{
              {"num_experts", c.experts},
              {"num_experts_per_tok", c.experts_per_token},

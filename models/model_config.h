@@ -28,6 +28,13 @@ struct LatentAttention {
   bool on() const { return kv_rank > 0; }
 };
 
+// Gated DeltaNet's linear attention (Qwen3-Next's linear_attention layers): k_heads query/key heads of k_dim,
+// v_heads value heads of v_dim, a depthwise causal conv of `conv` taps over q, k and v.
+struct LinearAttention {
+  int64_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0, conv = 0;
+  bool on() const { return k_heads > 0; }
+};
+
 struct ModelConfig {
   std::string source;        // the file it was read from
   std::string architecture;  // architectures[0], "Qwen3ForCausalLM"
@@ -69,6 +76,14 @@ struct ModelConfig {
   int64_t shared_dff = 0;
   int64_t moe_layer_freq = 1;
   LatentAttention mla;
+  // Qwen3-Next: the Gated DeltaNet of its linear layers, which layers are linear, the attention layers' output gate
+  // (o * sigmoid(gate), the gate q_proj's second half a head), the rotated fraction of a head, and the shared
+  // expert's sigmoid gate.
+  LinearAttention gdn;
+  std::vector<bool> linear;
+  bool output_gate = false;
+  double partial_rotary = 1.0;
+  bool shared_gate = false;
 
   // Whether layer `layer`'s MLP is the mixture (transformers' Qwen3MoeDecoderLayer: not in mlp_only_layers, and
   // (layer + 1) a multiple of decoder_sparse_step).
@@ -76,8 +91,14 @@ struct ModelConfig {
   bool IsSlidingLayer(int64_t layer) const {
     return layer >= 0 && layer < static_cast<int64_t>(sliding.size()) && sliding[layer];
   }
-  // The width RoPE rotates: the head, or latent attention's rope part.
-  int64_t RotaryDim() const { return mla.on() ? mla.rope : head_dim; }
+  bool IsLinearLayer(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(linear.size()) && linear[layer];
+  }
+  // The width RoPE rotates: the head (its partial_rotary_factor part: Qwen3-Next's 64 of 256), or latent
+  // attention's rope part.
+  int64_t RotaryDim() const {
+    return mla.on() ? mla.rope : static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary);
+  }
   // RoPE's inverse frequency of pair i < RotaryDim()/2: theta^(-i/half), scaled as rope_scaling says.
   double RopeInvFreq(int64_t i) const;
   // The factor the angle tables' cos and sin carry: yarn's attention factor 0.1 ln(factor) + 1, else 1.

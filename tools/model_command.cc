@@ -153,7 +153,7 @@ int RunModel(const cli::ParsedArgs& args) {
     if (absl::Status st = WriteProtoFile(args.Get("report"), rep); !st.ok()) return Fail(st);
   }
   const double clock = rep.clock_hz() > 0 ? rep.clock_hz() : 1e9;
-  const LayerKind self{layer, 0, config->IsMoeLayer(layer), config->IsSlidingLayer(layer)};
+  const LayerKind self = KindOf(*config, layer);
   const std::string phase_text = prefill ? absl::StrCat("prefill of ", tokens, " tokens into a ", cache, "-row cache")
                                          : absl::StrCat("decode at position ", position, " over a ", cache,
                                                         "-row cache");
@@ -166,7 +166,7 @@ int RunModel(const cli::ParsedArgs& args) {
   PrintOps(*run, clock, values);
   int64_t of_kind = 0;
   for (const LayerKind& k : LayerKinds(*config)) {
-    if (k.moe == self.moe && k.sliding == self.sliding) of_kind = k.count;
+    if (SameKind(k, self)) of_kind = k.count;
   }
   if (prefill) {
     std::cout << absl::StrFormat("%d layers of this kind: %.3f ms for the prefill (layers only)\n", of_kind,

@@ -8,7 +8,13 @@
 // norm_topk_prob), each chosen expert's SwiGLU weighed by its score. gpt-oss (modeling_gpt_oss.py) adds biases
 // to q, k, v, o, the router and the experts, a sink logit per head in the softmax, sliding layers that see their
 // last W positions, yarn's RoPE (its frequencies, and cos and sin times 0.1 ln(factor) + 1), and the clamped
-// SwiGLU.
+// SwiGLU. Qwen3-Next (modeling_qwen3_next.py): attention layers whose q_proj also writes a gate per head (the
+// attention times its sigmoid), RoPE over the first partial_rotary_factor of each head; linear layers that are a
+// Gated DeltaNet (in_proj_qkvz, in_proj_ba, the depthwise causal conv and SiLU over q|k|v, l2-normalized q and k,
+// beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias), the recurrent delta rule, the gated RMSNorm, out_proj);
+// the mixture's shared expert weighed by sigmoid(x . shared_expert_gate). Written in the model's own layouts (the
+// conv's state and weight channel-major, the memory S[h][k][v]) and read from the layer's at the boundary; value
+// head h reads key head h mod hk, the layer's fixed permutation of the checkpoint's h / (hv / hk).
 #ifndef TESTS_MODELS_DECODER_REFERENCE_H_
 #define TESTS_MODELS_DECODER_REFERENCE_H_
 
@@ -37,11 +43,17 @@ struct DecoderWeights {
   // mixture's selection bias and its shared expert (gate, up d x dff, down dff x d).
   std::vector<double> wq_a, q_a_norm_w, wq_b, wkv_a, kv_a_norm_w, w_uk, w_uv, selection_bias, shared_gate, shared_up,
       shared_down;
+  // Qwen3-Next: the Gated DeltaNet's projections (k x n, q | k | v | z and b | a), the conv's taps (tap t of channel
+  // c at t*chan + c), dt_bias, a_rate = -exp(A_log), the gated norm's weight, out_proj; the shared expert's gate.
+  std::vector<double> w_qkvz, w_ba, conv_w, dt_bias, a_rate, gdn_norm_w, w_out, shared_expert_gate;
 };
 
 struct DecoderStep {
   std::vector<double> x_out;             // 1 x hidden
   std::vector<double> k_cache, v_cache;  // cache x kv_heads*head_dim, row P-1 rewritten
+  // A Gated DeltaNet layer's carried state in the layer's layouts: the conv ring (tap t of channel c at t*chan + c,
+  // the newest tap last) and the memory (head h's value row a, key column b at h*d*d + a*d + b).
+  std::vector<double> conv_state, gdn_state;
 };
 
 inline std::vector<double> RmsNorm(const std::vector<double>& x, int64_t first, int64_t n,
@@ -122,6 +134,75 @@ inline void AddBias(std::vector<double>& v, const std::vector<double>& b) {
   for (size_t i = 0; i < b.size() && i < v.size(); ++i) v[i] += b[i];
 }
 
+inline double Sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+
+// Qwen3NextGatedDeltaNet at one token, the conv and recurrent states updated in place.
+inline std::vector<double> GatedDeltaNetStep(const ModelConfig& c, const DecoderWeights& w,
+                                             const std::vector<double>& h, std::vector<double>& conv_ring,
+                                             std::vector<double>& memory) {
+  const LinearAttention& g = c.gdn;
+  const int64_t d = c.hidden, hk = g.k_heads, hv = g.v_heads, dk = g.k_dim, dv = g.v_dim, taps = g.conv;
+  const int64_t key = hk * dk, val = hv * dv, chan = 2 * key + val;
+  const std::vector<double> qkvz = VecMat(h, w.w_qkvz, d, chan + val), ba = VecMat(h, w.w_ba, d, 2 * hv);
+  // causal_conv1d_update: the state (chan x taps, channel-major) shifted left, the token last, then each channel's
+  // taps against its window, then SiLU.
+  std::vector<double> mixed(chan);
+  for (int64_t ch = 0; ch < chan; ++ch) {
+    std::vector<double> window(taps);
+    for (int64_t t = 0; t + 1 < taps; ++t) window[t] = conv_ring[(t + 1) * chan + ch];
+    window[taps - 1] = qkvz[ch];
+    double y = 0;
+    for (int64_t t = 0; t < taps; ++t) {
+      conv_ring[t * chan + ch] = window[t];
+      y += window[t] * w.conv_w[t * chan + ch];
+    }
+    mixed[ch] = y * Sigmoid(y);
+  }
+  // l2norm(x) = x / sqrt(sum x^2 + 1e-6), per head; the query then times 1/sqrt(dk).
+  auto l2 = [&](int64_t first) {
+    std::vector<double> out(key);
+    for (int64_t hh = 0; hh < hk; ++hh) {
+      double ss = 0;
+      for (int64_t e = 0; e < dk; ++e) ss += mixed[first + hh * dk + e] * mixed[first + hh * dk + e];
+      for (int64_t e = 0; e < dk; ++e) out[hh * dk + e] = mixed[first + hh * dk + e] / std::sqrt(ss + 1e-6);
+    }
+    return out;
+  };
+  std::vector<double> q = l2(0);
+  const std::vector<double> k = l2(key);
+  for (double& e : q) e /= std::sqrt(static_cast<double>(dk));
+  std::vector<double> core(val);
+  for (int64_t hh = 0; hh < hv; ++hh) {
+    const int64_t kh = hh % hk;
+    const double beta = Sigmoid(ba[hh]);
+    const double decay = std::exp(w.a_rate[hh] * std::log1p(std::exp(ba[hv + hh] + w.dt_bias[hh])));
+    // torch_recurrent_gated_delta_rule, the state S[kk][vv] of this head.
+    auto S = [&](int64_t kk, int64_t vv) -> double& { return memory[hh * dk * dv + vv * dk + kk]; };
+    std::vector<double> delta(dv);
+    for (int64_t vv = 0; vv < dv; ++vv) {
+      double kv_mem = 0;
+      for (int64_t kk = 0; kk < dk; ++kk) kv_mem += (S(kk, vv) *= decay) * k[kh * dk + kk];
+      delta[vv] = (mixed[2 * key + hh * dv + vv] - kv_mem) * beta;
+    }
+    std::vector<double> o(dv, 0.0);
+    for (int64_t vv = 0; vv < dv; ++vv) {
+      for (int64_t kk = 0; kk < dk; ++kk) {
+        S(kk, vv) += k[kh * dk + kk] * delta[vv];
+        o[vv] += S(kk, vv) * q[kh * dk + kk];
+      }
+    }
+    // Qwen3NextRMSNormGated: the head normed, times the weight and silu(z).
+    double ss = 0;
+    for (double e : o) ss += e * e;
+    const double inv = 1.0 / std::sqrt(ss / dv + c.eps);
+    for (int64_t vv = 0; vv < dv; ++vv) {
+      const double z = qkvz[chan + hh * dv + vv];
+      core[hh * dv + vv] = o[vv] * inv * w.gdn_norm_w[vv] * z * Sigmoid(z);
+    }
+  }
+  return VecMat(core, w.w_out, val, d);
+}
+
 // DeepSeek-V3's attention at 0-based row `row` (modeling_deepseek_v3.py, not absorbed: K and V expanded from the
 // latent per head), the latent cache's row written first. Rotation: the half split over the rope part (the model's
 // interleaved pairs are a fixed permutation of the projections' rope columns, the same for every weight).
@@ -183,20 +264,35 @@ inline std::vector<double> LatentStep(const ModelConfig& c, const DecoderWeights
 
 inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const DecoderWeights& w,
                               const std::vector<double>& x, std::vector<double> k_cache, std::vector<double> v_cache,
-                              int64_t position) {
-  const int64_t d = c.hidden, hd = c.head_dim, half = hd / 2, nh = c.heads, nkv = c.kv_heads;
+                              int64_t position, std::vector<double> conv_state = {},
+                              std::vector<double> gdn_state = {}) {
+  const int64_t d = c.hidden, hd = c.head_dim, nh = c.heads, nkv = c.kv_heads;
+  // The rotated part of a head (Qwen3-Next: partial_rotary_factor of it), split in halves.
+  const int64_t half = c.mla.on() ? hd / 2 : static_cast<int64_t>(hd * c.partial_rotary) / 2;
   const int64_t kvw = nkv * hd, ff = c.intermediate, row = position - 1;
   const std::vector<double> h = RmsNorm(x, 0, d, w.attn_norm_w, c.eps);
   const bool gpt_oss = c.architecture == "GptOssForCausalLM";
   std::vector<double> attn;
+  const bool next = c.architecture == "Qwen3NextForCausalLM";
   if (c.architecture == "DeepseekV3ForCausalLM") {
     attn = LatentStep(c, w, h, k_cache, position);
+  } else if (next && layer < static_cast<int64_t>(c.linear.size()) && c.linear[layer]) {
+    attn = GatedDeltaNetStep(c, w, h, conv_state, gdn_state);
   } else {
-    std::vector<double> q = VecMat(h, w.wq, d, nh * hd), k = VecMat(h, w.wk, d, kvw), v = VecMat(h, w.wv, d, kvw);
+    std::vector<double> q_and_gate = VecMat(h, w.wq, d, (next ? 2 : 1) * nh * hd), gate;
+    std::vector<double> q = q_and_gate;
+    if (next) {  // Qwen3NextAttention: view(heads, 2 * head_dim), chunked into the query and the gate
+      q.clear();
+      for (int64_t hh = 0; hh < nh; ++hh) {
+        q.insert(q.end(), q_and_gate.begin() + 2 * hh * hd, q_and_gate.begin() + (2 * hh + 1) * hd);
+        gate.insert(gate.end(), q_and_gate.begin() + (2 * hh + 1) * hd, q_and_gate.begin() + (2 * hh + 2) * hd);
+      }
+    }
+    std::vector<double> k = VecMat(h, w.wk, d, kvw), v = VecMat(h, w.wv, d, kvw);
     AddBias(q, w.bq);
     AddBias(k, w.bk);
     AddBias(v, w.bv);
-    const bool qwen3 = c.architecture == "Qwen3ForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
+    const bool qwen3 = c.architecture == "Qwen3ForCausalLM" || c.architecture == "Qwen3MoeForCausalLM" || next;
     const bool yarn = c.rope_scaling.type == "yarn";
     const double mscale = yarn ? 0.1 * std::log(c.rope_scaling.factor) + 1 : 1.0;
     auto norm_and_rotate = [&](std::vector<double>& t, int64_t heads, const std::vector<double>& nw) {
@@ -206,12 +302,13 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
         for (int64_t i = 0; i < half; ++i) {
           double f = std::pow(c.rope_theta, -static_cast<double>(i) / half);
           if (c.rope_scaling.type == "llama3") f = Llama3Scaled(f, c.rope_scaling);
-          if (yarn) f = YarnScaled(f, i, hd, c.rope_theta, c.rope_scaling);
+          if (yarn) f = YarnScaled(f, i, 2 * half, c.rope_theta, c.rope_scaling);
           const double angle = static_cast<double>(row) * f;
           const double cs = mscale * std::cos(angle), sn = mscale * std::sin(angle);
           t[hh * hd + i] = n[i] * cs - n[i + half] * sn;
           t[hh * hd + i + half] = n[i] * sn + n[i + half] * cs;
         }
+        for (int64_t i = 2 * half; i < hd; ++i) t[hh * hd + i] = n[i];  // past a partial rotary: as normed
       }
     };
     norm_and_rotate(q, nh, w.q_norm_w);
@@ -239,6 +336,7 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
         for (int64_t e = 0; e < hd; ++e) ctx[hh * hd + e] += s[j] / sum * v_cache[j * kvw + g * hd + e];
       }
     }
+    for (size_t i = 0; i < gate.size(); ++i) ctx[i] *= Sigmoid(gate[i]);
     attn = VecMat(ctx, w.wo, nh * hd, d);
     AddBias(attn, w.bo);
   }
@@ -315,13 +413,15 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
       if (deepseek) weight *= c.routed_scale;  // routed_scaling_factor
       for (int64_t j = 0; j < d; ++j) down[j] += weight * y[j];
     }
-    if (deepseek && c.shared_dff > 0) {  // the shared expert, unweighted
+    if (c.shared_dff > 0) {  // the shared expert: unweighted (DeepSeek-V3), or by its sigmoid gate (Qwen3-Next)
       const std::vector<double> y =
           SwiGlu(h2, Glu{w.shared_gate.data(), w.shared_up.data(), w.shared_down.data()}, d, c.shared_dff, false);
-      for (int64_t j = 0; j < d; ++j) down[j] += y[j];
+      const double weight = next ? Sigmoid(VecMat(h2, w.shared_expert_gate, d, 1)[0]) : 1.0;
+      for (int64_t j = 0; j < d; ++j) down[j] += weight * y[j];
     }
   }
-  DecoderStep out{std::vector<double>(d), std::move(k_cache), std::move(v_cache)};
+  DecoderStep out{std::vector<double>(d), std::move(k_cache), std::move(v_cache), std::move(conv_state),
+                  std::move(gdn_state)};
   for (int64_t i = 0; i < d; ++i) out.x_out[i] = h1[i] + down[i];
   return out;
 }

@@ -87,6 +87,16 @@ std::string SmallModel(const std::string& kind) {
          {R"("num_attention_heads": 4, "num_key_value_heads": 2)",
           R"("num_attention_heads": 32, "num_key_value_heads": 32)"}});
   }
+  if (kind == "qwen3_next") {
+    // Layer 0 a Gated DeltaNet (2 key heads, 4 value heads, 16 wide, a conv of 4 taps), layer 1 the gated attention
+    // with RoPE over half of each head; both the mixture of 8 experts (top 3) and its gated shared expert of 16.
+    return Qwen3Json(R"(, "num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 16,
+      "norm_topk_prob": true, "decoder_sparse_step": 1, "shared_expert_intermediate_size": 16,
+      "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+      "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "partial_rotary_factor": 0.5,
+      "layer_types": ["linear_attention", "full_attention"])",
+                     "Qwen3NextForCausalLM");
+  }
   if (kind == "qwen3_moe") {
     // Layer 0 kept dense (mlp_only_layers), layer 1 the mixture: 8 experts of 16, the top 3 renormalized.
     return Qwen3Json(R"(, "num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 16,
@@ -137,7 +147,7 @@ TEST(ModelConfig, RefusalsNameTheFileAndTheField) {
   EXPECT_THAT(arch.message(), HasSubstr("NotLowered"));
   EXPECT_THAT(arch.message(), HasSubstr("architecture 'MambaForCausalLM' (model_type 'qwen3') is not recognized; "
                                         "recognized: DeepseekV3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM, "
-                                        "Qwen3ForCausalLM, Qwen3MoeForCausalLM"));
+                                        "Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen3NextForCausalLM"));
 
   std::string odd_types = SmallModel("gpt_oss");
   odd_types.replace(odd_types.find("\"full_attention\""), 16, "\"chunked_attention\"");
@@ -284,6 +294,13 @@ TEST_P(ExampleLayer, LowersAndCertifiesAtPrefill128) {
   }
 }
 
+// Not yet: Qwen3-Next's router softmax over 512 experts at fp32 is 16 tiles, and the softmax has no blocked form
+// (lowerings/rows/softmax.h). Its Gated DeltaNet and gated attention layers lower at full size with 256 experts
+// (Qwen3NextAtFullSizeWith256Experts).
+constexpr char kRouter512[] =
+    "AccTilesExceeded: layer op 'moe': stage 'exp_centred' of moe_softmax_512 computes a page of 16 tiles; the "
+    "accumulator holds 8 fp32 tiles";
+
 TEST_P(ExampleLayer, LowersAndCertifiesAtDecode4096) {
   absl::StatusOr<ModelConfig> c = ReadModelConfig(GetParam());
   ASSERT_TRUE(c.ok()) << c.status();
@@ -292,6 +309,10 @@ TEST_P(ExampleLayer, LowersAndCertifiesAtDecode4096) {
     ASSERT_TRUE(p.ok()) << p.status();
     for (const LayerPlan& plan : {*p, HeadPlan(*c, {})}) {
       absl::StatusOr<LoweredLayer> l = LowerLayer(plan, Wormhole());
+      if (c->experts == 512 && plan.name != HeadPlan(*c, {}).name) {
+        EXPECT_THAT(l.status().message(), HasSubstr(kRouter512));
+        continue;
+      }
       ASSERT_TRUE(l.ok()) << l.status();
       CertifyResult cert = Certify(l->program, Wormhole());
       for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
@@ -307,6 +328,36 @@ INSTANTIATE_TEST_SUITE_P(Examples, ExampleLayer, ::testing::ValuesIn(ExampleMode
                            }
                            return n;
                          });
+
+TEST(LowerLayer, Qwen3NextAtFullSizeWith256Experts) {
+  absl::StatusOr<ModelConfig> c = ReadModelConfig("qwen3-next-80b-a3b");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->RotaryDim(), 64);
+  ASSERT_EQ(LayerKinds(*c).size(), 2u);
+  EXPECT_EQ(LayerKindName(LayerKinds(*c)[0]), "Gated DeltaNet, mixture of experts");
+  EXPECT_EQ(LayerKinds(*c)[0].count, 36);
+  EXPECT_EQ(LayerKinds(*c)[1].first, 3);
+  EXPECT_EQ(LayerKinds(*c)[1].count, 12);
+  EXPECT_TRUE(SameKind(KindOf(*c, 44), LayerKinds(*c)[0]));
+  EXPECT_TRUE(SameKind(KindOf(*c, 47), LayerKinds(*c)[1]));
+  absl::StatusOr<LayerPlan> linear = DecodeLayerPlan(*c, 0, DecodePhase{4096, 4096, {}}, Wormhole());
+  ASSERT_TRUE(linear.ok()) << linear.status();
+  EXPECT_THAT(Labels(*linear),
+              ElementsAre("attn_norm", "qkvz_proj", "qkv_part", "z_part", "ba_proj", "b_part", "a_part",
+                          "causal_conv", "conv_silu", "q_part", "k_part", "v_part", "q_l2norm", "k_l2norm", "beta",
+                          "decay", "gated_delta", "out_proj", "attn_residual", "mlp_norm", "moe", "mlp_residual"));
+  EXPECT_THAT(linear->state, ElementsAre("conv_state", "gdn_state"));
+  c->experts = 256;
+  for (int64_t layer : {0, 3}) {
+    SCOPED_TRACE(absl::StrCat("layer ", layer));
+    absl::StatusOr<LayerPlan> p = DecodeLayerPlan(*c, layer, DecodePhase{4096, 4096, {}}, Wormhole());
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<LoweredLayer> l = LowerLayer(*p, Wormhole());
+    ASSERT_TRUE(l.ok()) << l.status();
+    CertifyResult cert = Certify(l->program, Wormhole());
+    for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
+  }
+}
 
 // A whole token's time counts every layer and the head, and says what the model keeps in DRAM: Qwen3-0.6B's
 // weights in bf16 are its 0.44 B non-embedding parameters plus the 0.16 B of the LM head (tied to the embedding),
@@ -402,6 +453,14 @@ testing::DecoderWeights WeightsOf(const TensorMap& inputs) {
   w.shared_gate = in("shared_gate");
   w.shared_up = in("shared_up");
   w.shared_down = in("shared_down");
+  w.w_qkvz = in("w_qkvz");
+  w.w_ba = in("w_ba");
+  w.conv_w = in("conv_w");
+  w.dt_bias = in("dt_bias");
+  w.a_rate = in("a_rate");
+  w.gdn_norm_w = in("gdn_norm_w");
+  w.w_out = in("w_out");
+  w.shared_expert_gate = in("shared_expert_gate");
   return w;
 }
 
@@ -467,11 +526,14 @@ TEST_P(SmallLayer, VmMatchesThePlainLoopReferenceAtF64Rounding) {
       if (vm.empty()) return;
       // Latent attention (DeepSeek-V3) keeps one cache, kv_cache: the reference's k_cache slot holds it.
       const bool latent = c.mla.on();
-      testing::DecoderStep want =
-          testing::DecodeStep(c, layer, WeightsOf(inputs), ValuesOf(inputs, "x"),
-                              ValuesOf(inputs, latent ? "kv_cache" : "k_cache"), ValuesOf(inputs, "v_cache"), position);
+      testing::DecoderStep want = testing::DecodeStep(
+          c, layer, WeightsOf(inputs), ValuesOf(inputs, "x"), ValuesOf(inputs, latent ? "kv_cache" : "k_cache"),
+          ValuesOf(inputs, "v_cache"), position, ValuesOf(inputs, "conv_state"), ValuesOf(inputs, "gdn_state"));
       ExpectNearReference(vm, "x_out", want.x_out);
-      if (latent) {
+      if (c.IsLinearLayer(layer)) {
+        ExpectNearReference(vm, "conv_state", want.conv_state);
+        ExpectNearReference(vm, "gdn_state", want.gdn_state);
+      } else if (latent) {
         ExpectNearReference(vm, "kv_cache", want.k_cache);
       } else {
         ExpectNearReference(vm, "k_cache", want.k_cache);
@@ -532,6 +594,10 @@ std::vector<SmallCase> SmallCases() {
   for (const char* model : {"qwen3", "llama", "qwen3_moe", "gpt_oss", "deepseek"}) {
     for (const char* target : {"test_tiny", "wormhole_n150"}) out.push_back({model, target});
   }
+  // Not on test_tiny: its RoPE refuses a rotated half (4) narrower than its 8-wide tile over a 20-row table ("a
+  // rope reading a cache whose rows are narrower than a tile loads the cache whole, and this cache is wider than a
+  // site's page").
+  out.push_back({"qwen3_next", "wormhole_n150"});
   return out;
 }
 
