@@ -55,7 +55,12 @@ absl::StatusOr<Composition> Router(const proto::OpSpec& spec, const MoeOperands&
                       ApproxIn("moe router", Precision::kFp32), Precision::kFp32, target);
 }
 
-// P[e] = 1/(1 + e^(0 − L[e])) at fp32, the desugar's arrangement: "moe_sigmoid_{ne}".
+// 1/(1 + e^(0 − x)), the desugar's arrangement: the router's scores and the shared expert's gate alike.
+Body SigmoidOf(Body x) {
+  return Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), std::move(x)))));
+}
+
+// P[e] = sigmoid(L[e]) at fp32: "moe_sigmoid_{ne}".
 absl::StatusOr<Composition> Sigmoid(const std::string& logits, const std::string& probs, int64_t ne,
                                     const Target& target) {
   FlatBuild f = FlatBuild::At(Precision::kFp32, target);
@@ -64,7 +69,7 @@ absl::StatusOr<Composition> Sigmoid(const std::string& logits, const std::string
   const BufferId out = f.t().AddBuffer("probs", e_t, Precision::kFp32);
   const StageId s = f.Compute(
       "sigmoid", FlatSpace(ne), {Slot{l, At(0)}}, IdentMap(f.t().PageWidth(e_t)),
-      Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), Op(0))))), out);
+      SigmoidOf(Op(0)), out);
   return f.Finish(probs, ne, {s}, out, absl::StrCat("moe_sigmoid_", ne), ApproxIn("moe router sigmoid",
                                                                                   Precision::kFp32));
 }
@@ -83,7 +88,7 @@ absl::StatusOr<Composition> SharedGate(const proto::Operand& x_op, const proto::
       f.Compute("shared_gate_logit", {{LoopVar::kRow, d, IterKind::kReduceSum}, {LoopVar::kCol, 1}},
                 {Slot{x, down}, Slot{w, down}}, PerColMap(), Mul(Op(0), Op(1)), logit),
       f.Compute("shared_gate_sigmoid", FlatSpace(1), {Slot{logit, At(0)}}, IdentMap(f.t().PageWidth(1)),
-                Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), Op(0))))), out)};
+                SigmoidOf(Op(0)), out)};
   // The weight leaves at the datapath's precision, as the add that reads it takes its operands.
   ASSIGN_OR_RETURN(const Precision p, DatapathPrecision(Datapath::kFloat, target));
   return FinishFlatAs(f, weight, 1, chain, out, absl::StrCat("moe_shared_gate_", d),
