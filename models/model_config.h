@@ -32,7 +32,6 @@ struct LatentAttention {
 // v_heads value heads of v_dim, a depthwise causal conv of `conv` taps over q, k and v.
 struct LinearAttention {
   int64_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0, conv = 0;
-  bool on() const { return k_heads > 0; }
 };
 
 struct ModelConfig {

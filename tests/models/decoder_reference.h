@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/model_config.h"
@@ -279,14 +280,14 @@ inline DecoderStep DecodeStep(const ModelConfig& c, int64_t layer, const Decoder
   } else if (next && layer < static_cast<int64_t>(c.linear.size()) && c.linear[layer]) {
     attn = GatedDeltaNetStep(c, w, h, conv_state, gdn_state);
   } else {
-    std::vector<double> q_and_gate = VecMat(h, w.wq, d, (next ? 2 : 1) * nh * hd), gate;
-    std::vector<double> q = q_and_gate;
+    std::vector<double> q = VecMat(h, w.wq, d, (next ? 2 : 1) * nh * hd), gate;
     if (next) {  // Qwen3NextAttention: view(heads, 2 * head_dim), chunked into the query and the gate
-      q.clear();
+      std::vector<double> query;
       for (int64_t hh = 0; hh < nh; ++hh) {
-        q.insert(q.end(), q_and_gate.begin() + 2 * hh * hd, q_and_gate.begin() + (2 * hh + 1) * hd);
-        gate.insert(gate.end(), q_and_gate.begin() + (2 * hh + 1) * hd, q_and_gate.begin() + (2 * hh + 2) * hd);
+        query.insert(query.end(), q.begin() + 2 * hh * hd, q.begin() + (2 * hh + 1) * hd);
+        gate.insert(gate.end(), q.begin() + (2 * hh + 1) * hd, q.begin() + (2 * hh + 2) * hd);
       }
+      q = std::move(query);
     }
     std::vector<double> k = VecMat(h, w.wk, d, kvw), v = VecMat(h, w.wv, d, kvw);
     AddBias(q, w.bq);
