@@ -28,7 +28,8 @@ namespace spatial {
   X(kSilu, 5, "silu", SILU)                        \
   X(kExpAccurate, 6, "exp_accurate", EXP_ACCURATE) \
   X(kSigmoid, 7, "sigmoid", SIGMOID)               \
-  X(kGelu, 8, "gelu", GELU)
+  X(kGelu, 8, "gelu", GELU)                        \
+  X(kExpFast, 9, "exp_fast", EXP_FAST)
 
 enum class SfpuOp : uint8_t {
   kUnspecified = 0,
@@ -55,6 +56,8 @@ struct SfpuKind {
   static SfpuKind Gelu() { return {SfpuOp::kGelu}; }
   // exp by the target's accurate algorithm whatever its approx mode (online-softmax rescale exp(m - m')).
   static SfpuKind ExpAccurate() { return {SfpuOp::kExpAccurate}; }
+  // exp by the target's fast approximate exp whatever its approx mode (tt-metal SDPA's probabilities).
+  static SfpuKind ExpFast() { return {SfpuOp::kExpFast}; }
   static SfpuKind Rsqrt(int64_t eps_nano, int64_t over) { return {SfpuOp::kRsqrt, eps_nano, over}; }
   friend bool operator==(const SfpuKind&, const SfpuKind&) = default;
 };

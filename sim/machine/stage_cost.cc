@@ -70,10 +70,12 @@ BodyCounts CountBody(const Body& body) {
 
 double SfpuCycles(const Target& target, const SfpuKind& k) {
   const auto& costs = target.proto().costs();
-  // ExpAccurate runs the target's exp in its accurate mode whatever the approx mode: costed as EXP, approx false.
+  // ExpAccurate runs the target's exp in its accurate mode whatever the approx mode: costed as EXP, approx false;
+  // ExpFast its fast approximate exp: EXP, approx true.
   const bool accurate_exp = k.op == SfpuOp::kExpAccurate;
-  const bool approx = !accurate_exp && target.proto().numerics().approx_mode();
-  const int kind = static_cast<int>(accurate_exp ? SfpuOp::kExp : k.op);
+  const bool fast_exp = k.op == SfpuOp::kExpFast;
+  const bool approx = fast_exp || (!accurate_exp && target.proto().numerics().approx_mode());
+  const int kind = static_cast<int>(accurate_exp || fast_exp ? SfpuOp::kExp : k.op);
   std::optional<double> other_mode;
   for (const auto& e : costs.sfpu()) {
     if (static_cast<int>(e.kind()) != kind) continue;

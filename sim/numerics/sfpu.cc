@@ -420,6 +420,8 @@ float EvalSfpu(const SfpuConfig& c, const SfpuKind& k, float x) {
         default: return Finish(c, ExpAccurateFp32(x), true);
       }
     case SfpuOp::kExpAccurate: return Finish(c, AccurateExpFor(c, x), true);
+    // tt-llk's fast approximate exp (exp_tile<true, true>): Schraudolph's, stored as computed.
+    case SfpuOp::kExpFast: return Finish(c, ExpSchraudolph(x), false);
     case SfpuOp::kLn: return Finish(c, LnFp32(x), true);
     case SfpuOp::kRecip: return Finish(c, Recip(c, x), c.recip_rounds);
     case SfpuOp::kRsqrt: {

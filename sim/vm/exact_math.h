@@ -50,7 +50,8 @@ inline double Gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); 
 inline double Sfpu(const SfpuKind& k, double x) {
   switch (k.op) {
     case SfpuOp::kExp:
-    case SfpuOp::kExpAccurate: return std::exp(x);
+    case SfpuOp::kExpAccurate:
+    case SfpuOp::kExpFast: return std::exp(x);
     case SfpuOp::kLn: return std::log(x);
     case SfpuOp::kRecip: return 1.0 / x;
     case SfpuOp::kRsqrt: return Rsqrt(x, k.eps_nano, k.over);

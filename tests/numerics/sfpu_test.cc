@@ -322,6 +322,18 @@ TEST(EvalSfpu, Exp21fRoundsToBf16) {
   EXPECT_EQ(EvalSfpu(fp32, SfpuKind::Exp(), 0.0f), 1.0f);
 }
 
+// ExpFast is the fast exp whatever the target names or its mode (SDPA's probabilities, AttentionSpec.probs_exp):
+// Schraudolph's e^0 = 0.978515625 under an accurate EXP_21F configuration, truncated into a bf16 Dst; the target's
+// own Exp under that configuration stays exp_21f.
+TEST(EvalSfpu, ExpFastIsSchraudolphInAnyMode) {
+  for (proto::ExpAlgorithm a : {proto::EXP_21F, proto::EXP_ACCURATE_FP32, proto::EXP_SCHRAUDOLPH_FAST}) {
+    EXPECT_EQ(EvalSfpu(Config(Precision::kFp32, a), SfpuKind::ExpFast(), 0.0f), 0.978515625f);
+    EXPECT_EQ(EvalSfpu(Config(Precision::kBf16, a), SfpuKind::ExpFast(), 0.0f), 0.9765625f);
+    EXPECT_EQ(EvalSfpu(Config(Precision::kFp32, a), SfpuKind::ExpFast(), -3.0f), ExpSchraudolph(-3.0f));
+  }
+  EXPECT_EQ(EvalSfpu(Config(Precision::kBf16, proto::EXP_21F), SfpuKind::Exp(), 0.0f), 1.0f);
+}
+
 // Rsqrt{eps, over}: 256/128 + 0 = 2 -> 1/sqrt(2); 0/128 + 1 (eps 1e9 nano) = 1 -> 1.
 TEST(EvalSfpu, RsqrtScaleAndEpsilon) {
   const SfpuConfig c = Config(Precision::kFp32, proto::EXP_ACCURATE_FP32);

@@ -167,8 +167,8 @@ TEST(VmHostile, BodiesTooDeepOrTooLarge) {
   G(c).body = Body(node);
   ExpectError(c, "BadProgram", "unknown op 77");
   c = Valid();
-  G(c).body = Unary(SfpuKind{static_cast<SfpuOp>(9)}, Op(0));
-  ExpectError(c, "BadProgram", "unknown SFPU kind 9");
+  G(c).body = Unary(SfpuKind{static_cast<SfpuOp>(10)}, Op(0));
+  ExpectError(c, "BadProgram", "unknown SFPU kind 10");
 }
 
 TEST(VmHostile, SizesAndShapes) {
