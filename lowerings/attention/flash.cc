@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash_fold.h"
 #include "lowerings/attention/flash_mask.h"
+#include "lowerings/attention/flash_prefill.h"
 #include "lowerings/attention/flash_split.h"
 #include "lowerings/tables/tables.h"
 #include "lowerings/toolkit/common.h"
@@ -80,12 +81,21 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
       (!carried || *carried > target.max_local_mem_bytes())) {
     return ValuePages(names, g, tag, target);
   }
-  ASSIGN_OR_RETURN(Composition fold, FlashFold(names, g, tag, target));
-  // Each value page adds four buffers (its stream, block product, carry and output); past the site's circular
-  // buffers the fold goes a page at a time too.
-  if (SiteFootprint(fold.sections[0], target) > target.max_local_mem_bytes() ||
-      ExceedsCircularBuffers(fold.sections[0], target.proto().num_cbs())) {
-    return ValuePages(names, g, tag, target);
+  // A block of query rows takes the prefill fold where it applies (flash_prefill.h), else the one-tile fold.
+  absl::StatusOr<Composition> prefill = PrefillFoldApplies(g, target) ? PrefillFold(names, g, tag, target)
+                                                                      : NotLowered("not a prefill");
+  if (!prefill.ok() && !IsRefusal(prefill.status())) return prefill.status();
+  Composition fold;
+  if (prefill.ok()) {
+    fold = *std::move(prefill);
+  } else {
+    ASSIGN_OR_RETURN(fold, FlashFold(names, g, tag, target));
+    // Each value page adds four buffers (its stream, block product, carry and output); past the site's circular
+    // buffers the fold goes a page at a time too.
+    if (SiteFootprint(fold.sections[0], target) > target.max_local_mem_bytes() ||
+        ExceedsCircularBuffers(fold.sections[0], target.proto().num_cbs())) {
+      return ValuePages(names, g, tag, target);
+    }
   }
   std::vector<Composition> parts;
   // Split: the parts' combine follows the fold.

@@ -268,7 +268,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     std::vector<ElemAccess> maps{IdentMap(w1), PerRowMap(w1)};
     AddLimitSlots(mask, ins, maps, PerRowMap(w1));
     t.AddGeneric("probs", HeadSpace(tr, tr), ins, maps, IdentMap(w1),
-                 Live(mask, LoopVar::kCol, Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))), Const(0.0), 2), p_buf);
+                 Live(mask, LoopVar::kCol, Unary(g.probs_exp, Sub(Op(0), Op(1))), Const(0.0), 2), p_buf);
   }
   const BufferId l_blk = t.AddScratchDeep("block_sum", 1, 1, acc);
   t.AddGeneric("block_sum", HeadSpace(tr, tr, IterKind::kReduceSum), {p_buf, sc_in}, {IdentMap(w1), ConstMap()},

@@ -115,6 +115,11 @@ absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
   s.cache = Cache{l, attended, limit, window};
   s.widths = HeadWidths{kv, hd, a.vd(), a.scale() != 0.0 ? a.scale() : DefaultScale(hd), std::nullopt};
   if (a.softcap() != 0.0) s.widths.cap = a.softcap();
+  switch (a.probs_exp()) {
+    case proto::AttentionSpec::PROBS_EXP_FAST: s.widths.probs_exp = SfpuKind::ExpFast(); break;
+    case proto::AttentionSpec::PROBS_EXP_ACCURATE: s.widths.probs_exp = SfpuKind::ExpAccurate(); break;
+    default: break;
+  }
   if (a.sinks()) s.sinks = 3 + (named ? 1 : 0);
   s.tag = t == 1 ? "attn" : "causal_attn";
   return s;
@@ -143,6 +148,7 @@ FlashGeometry FlashGeometryOf(const AttentionShape& shape) {
   g.sinks = shape.sinks;
   g.scale = shape.widths.scale;
   g.cap = shape.widths.cap;
+  g.probs_exp = shape.widths.probs_exp;
   return g;
 }
 

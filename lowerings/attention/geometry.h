@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "lowerings/toolkit/common.h"
 #include "proto/op.pb.h"
+#include "spatial/body.h"
 #include "targets/target.h"
 
 namespace spatial {
@@ -89,6 +90,9 @@ struct HeadWidths {
   int64_t vd = 1;
   double scale = 1.0;
   std::optional<double> cap;
+  // The exp that turns a score into a probability in the flash forms (AttentionSpec.probs_exp): the target's, or
+  // its fast or accurate variant whatever its approx mode (tt-metal's SDPA recipes).
+  SfpuKind probs_exp = SfpuKind::Exp();
 };
 
 // Where a flash attention's query heads sit (l.5200-5229). Item (v, x) owns query head v of `q` and reads its K/V
@@ -126,6 +130,7 @@ struct FlashGeometry {
   int64_t split = 1;
   double scale = 1.0;
   std::optional<double> cap;
+  SfpuKind probs_exp = SfpuKind::Exp();  // HeadWidths.probs_exp
 };
 
 // Keys hd and values vd wide take the flash form on `target`: whole tiles (a key of any width is one contraction into

@@ -32,6 +32,7 @@ struct AttnCase {
   bool sinks = false;
   double scale = 0.0;  // 0: 1/sqrt(hd)
   double cap = 0.0;    // 0: none
+  proto::AttentionSpec::ProbsExp probs_exp = proto::AttentionSpec::PROBS_EXP_TARGET;
 };
 
 inline std::string CaseText(const AttnCase& c) {
@@ -67,6 +68,7 @@ inline proto::OpSpec AttnSpec(const AttnCase& c) {
   }
   a->set_scale(c.scale);
   a->set_softcap(c.cap);
+  a->set_probs_exp(c.probs_exp);
   return s;
 }
 

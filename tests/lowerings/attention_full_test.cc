@@ -40,9 +40,12 @@ TEST(AttentionFullTest, ThreeWay) {
     ASSERT_EQ(comp.sections.size(), 1u);
     const Section& s = comp.sections[0];
     const int64_t tr = target.tile_rows();
-    EXPECT_EQ(s.name, "full_attn_flash_blocks_" + std::to_string(CeilDiv(c.t, tr) * c.h) + "x" + std::to_string(c.hd) +
-                          "_l" + std::to_string(c.t) + "_b" + std::to_string(tr));
-    EXPECT_EQ(s.num_blocks, CeilDiv(c.t, tr));
+    // T rows over T positions take the prefill fold (flash_prefill.h): every row sees every position, so one section,
+    // and its block is all the positions' tile rows (at most an accumulator page, 8, here).
+    const int64_t tiles = CeilDiv(c.t, tr);
+    EXPECT_EQ(s.name, "full_attn_flash_prefill_" + std::to_string(tiles * c.h) + "x" + std::to_string(c.hd) + "_l" +
+                          std::to_string(c.t) + "_kb" + std::to_string(tiles) + "_q0to" + std::to_string(tiles - 1));
+    EXPECT_EQ(s.num_blocks, 1);
     EXPECT_FALSE(s.trip.has_value());
     // Unmasked where the positions fill whole tile rows: no limit, no mask.
     EXPECT_EQ(s.FindStage("row_limit") >= 0, c.t % tr != 0);

@@ -1,0 +1,179 @@
+// The prefill fold (lowerings/attention/flash_prefill.h) against the naive f64 attention: causal blocks of query
+// rows whose cache ends at the last row's limit, GQA 1/2/4, tails that are not whole tiles, sinks, soft caps, values
+// wider than an accumulator page, full attention; its structure (blocks of several tile rows, K/V multicast along the
+// query heads, one section per query range folding only the blocks its rows see); and where it does not apply.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "lowerings/attention/flash_prefill.h"
+#include "spatial/maps.h"
+#include "tests/lowerings/attention_check.h"
+
+namespace spatial::testing {
+namespace {
+
+std::vector<const Section*> PrefillSections(const Composition& c) {
+  std::vector<const Section*> out;
+  for (const Section& s : c.sections) {
+    if (absl::StrContains(s.name, "_flash_prefill_")) out.push_back(&s);
+  }
+  return out;
+}
+
+// kb from a section's name ("..._kb{kb}_q...").
+int64_t BlockTilesOf(const Section& s) {
+  const size_t at = s.name.find("_kb");
+  return at == std::string::npos ? 0 : std::stoll(s.name.substr(at + 3));
+}
+
+// Every section folds exactly the blocks its last query row sees, its K/V loads are multicast along ITEM_Y, its
+// items cover its query tiles' heads, and together the sections cover every query tile once.
+void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target& t) {
+  const std::vector<const Section*> secs = PrefillSections(comp);
+  ASSERT_FALSE(secs.empty()) << "no prefill section in " << comp.name;
+  const int64_t tr = t.tile_rows();
+  const int64_t tiles_q = CeilDiv(c.rows, tr);
+  std::vector<int> covered(static_cast<size_t>(tiles_q), 0);
+  for (const Section* s : secs) {
+    SCOPED_TRACE(s->name);
+    const int64_t kb = BlockTilesOf(*s);
+    ASSERT_GE(kb, 1);
+    EXPECT_EQ(CeilDiv(c.l, tr) % kb, 0);
+    int64_t last_qt = -1;
+    for (const WorkItem& it : s->items) {
+      const int64_t qt = it.out.row0_t;
+      last_qt = std::max(last_qt, qt);
+      if (it.out.col0_t == 0) ++covered.at(static_cast<size_t>(qt));
+    }
+    const int64_t last_row = std::min((last_qt + 1) * tr, c.rows) - 1;
+    const int64_t limit = c.pos == Pos::kLiteral ? c.p + last_row : c.l;
+    const int64_t blocks = CeilDiv(limit, kb * tr);
+    EXPECT_EQ(blocks > 1 ? s->num_blocks : 1, blocks);
+    EXPECT_FALSE(s->trip.has_value());
+    int multicast = 0;
+    for (const Stage& st : s->stages) {
+      const auto* ld = std::get_if<Load>(&st.op);
+      if (ld == nullptr || !(absl::StartsWith(st.name, "load_k") || absl::StartsWith(st.name, "load_v"))) continue;
+      EXPECT_EQ(ld->multicast, LoopVar::kItemY) << st.name;
+      EXPECT_EQ(ld->pattern.block_h, kb) << st.name;
+      ++multicast;
+    }
+    EXPECT_GE(multicast, 2);
+    EXPECT_EQ(s->items.size() % static_cast<size_t>(c.h), 0u);
+  }
+  for (int64_t q = 0; q < tiles_q; ++q) EXPECT_EQ(covered[q], 1) << "query tile " << q;
+}
+
+std::vector<AttnCase> TinyPrefillCases() {
+  return {
+      {.h = 2, .kv = 1, .hd = 16, .vd = 16, .l = 20, .rows = 11, .pos = Pos::kLiteral, .p = 10},  // cache tail
+      {.h = 4, .kv = 2, .hd = 8, .vd = 8, .l = 40, .rows = 40, .pos = Pos::kLiteral, .p = 1},     // T = l
+      {.h = 4, .kv = 1, .hd = 8, .vd = 8, .l = 64, .rows = 30, .pos = Pos::kLiteral, .p = 35},    // GQA 4
+      {.h = 4, .kv = 2, .hd = 16, .vd = 8, .l = 30, .rows = 7, .pos = Pos::kLiteral, .p = 24, .sinks = true,
+       .cap = 0.6},
+      {.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 33, .rows = 33, .pos = Pos::kLiteral, .p = 1, .scale = 0.9},
+      {.h = 2, .kv = 1, .hd = 8, .vd = 128, .l = 24, .rows = 9, .pos = Pos::kLiteral, .p = 16},  // 2 value pages
+  };
+}
+
+TEST(AttentionPrefillTest, MatchesNaiveReferenceOnTestTiny) {
+  const Target& t = Shipped("test_tiny");
+  uint64_t seed = 31;
+  for (const AttnCase& c : TinyPrefillCases()) {
+    SCOPED_TRACE(CaseText(c));
+    const Composition comp = CheckAttention(c, t, Form::kFlash, seed++);
+    if (comp.sections.empty()) continue;
+    ExpectPrefillShape(comp, c, t);
+    EXPECT_GE(CertifyOnShipped(AttnSpec(c), Form::kFlash), 1);
+  }
+}
+
+TEST(AttentionPrefillTest, MatchesNaiveReferenceOnRealTargets) {
+  const std::vector<std::pair<const char*, AttnCase>> cases = {
+      {"wormhole_n150", {.h = 8, .kv = 2, .hd = 64, .vd = 64, .l = 160, .rows = 130, .pos = Pos::kLiteral, .p = 31}},
+      {"wormhole_n150", {.h = 4, .kv = 1, .hd = 128, .vd = 128, .l = 96, .rows = 96, .pos = Pos::kLiteral, .p = 1}},
+      {"blackhole_p150", {.h = 2, .kv = 2, .hd = 64, .vd = 64, .l = 70, .rows = 45, .pos = Pos::kLiteral, .p = 26,
+                          .sinks = true}},
+  };
+  uint64_t seed = 301;
+  for (const auto& [name, c] : cases) {
+    const Target& t = Shipped(name);
+    const Composition comp = CheckAttention(c, t, Form::kFlash, seed++);
+    if (comp.sections.empty()) continue;
+    ExpectPrefillShape(comp, c, t);
+  }
+}
+
+// The sections fold only what their rows see: a 2048-row causal prefill of Qwen3-8B's heads (32 over 8) does a
+// little over half the blocks of folding the whole cache for every query tile, in blocks of 8 tile rows.
+TEST(AttentionPrefillTest, CausalRangesFoldAboutHalfTheBlocks) {
+  const Target& wh = Shipped("wormhole_n150");
+  const AttnCase c{.h = 32, .kv = 8, .hd = 128, .vd = 128, .l = 2048, .rows = 2048, .pos = Pos::kLiteral, .p = 1};
+  absl::StatusOr<Composition> comp = LowerAttention(AttnSpec(c), wh, Form::kFlash);
+  ASSERT_TRUE(comp.ok()) << comp.status();
+  ExpectPrefillShape(*comp, c, wh);
+  ExpectAttnCertifies(*comp, wh);
+  int64_t item_blocks = 0;
+  for (const Section* s : PrefillSections(*comp)) {
+    EXPECT_EQ(BlockTilesOf(*s), 8) << s->name;
+    item_blocks += static_cast<int64_t>(s->items.size()) * s->num_blocks;
+  }
+  const int64_t whole = 64 * 32 * (2048 / (8 * 32));  // every query tile over every block
+  EXPECT_LT(item_blocks, whole * 6 / 10);
+  EXPECT_GT(item_blocks, whole / 2);
+}
+
+// The probabilities' exp is the spec's recipe (AttentionSpec.probs_exp), in the prefill fold and in the one-tile
+// fold alike; the rescale stays the accurate exp. The VM computes every exp exactly, so the values match the reference.
+TEST(AttentionPrefillTest, ProbsExpFollowsTheSpec) {
+  const Target& tiny = Shipped("test_tiny");
+  for (const auto& [c, fold] : std::vector<std::pair<AttnCase, const char*>>{
+           {{.h = 2, .kv = 1, .hd = 16, .vd = 16, .l = 20, .rows = 11, .pos = Pos::kLiteral, .p = 10}, "_flash_prefill_"},
+           {{.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 30, .rows = 5, .pos = Pos::kNamed, .p = 11}, "_flash_blocks_"},
+       }) {
+    for (auto [recipe, kind] : std::vector<std::pair<proto::AttentionSpec::ProbsExp, const char*>>{
+             {proto::AttentionSpec::PROBS_EXP_TARGET, "exp("},
+             {proto::AttentionSpec::PROBS_EXP_FAST, "exp_fast("},
+             {proto::AttentionSpec::PROBS_EXP_ACCURATE, "exp_accurate("}}) {
+      AttnCase r = c;
+      r.probs_exp = recipe;
+      SCOPED_TRACE(CaseText(r) + " " + kind);
+      const Composition comp = CheckAttention(r, tiny, Form::kFlash);
+      const Section* s = SectionNamed(comp, fold);
+      ASSERT_NE(s, nullptr);
+      const int probs = s->FindStage("probs");
+      ASSERT_GE(probs, 0);
+      const std::string body = BodyToString(std::get<Generic>(s->stages[probs].op).body);
+      EXPECT_TRUE(absl::StrContains(body, kind)) << body;
+      const std::string rescale = BodyToString(std::get<Generic>(s->stages[s->FindStage("rescale")].op).body);
+      EXPECT_TRUE(absl::StrContains(rescale, "exp_accurate(")) << rescale;
+    }
+  }
+}
+
+// Where it does not apply the one-tile fold stays: a position read at run time, a window, a cache that runs past
+// the last row (its slots there could hold anything, and the value product would read them), a decode row.
+TEST(AttentionPrefillTest, OtherShapesKeepTheOneTileFold) {
+  const Target& tiny = Shipped("test_tiny");
+  for (const AttnCase& c : std::vector<AttnCase>{
+           {.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 30, .rows = 5, .pos = Pos::kNamed, .p = 11},
+           {.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 20, .rows = 10, .pos = Pos::kLiteral, .p = 11, .sliding = 6},
+           {.h = 2, .kv = 1, .hd = 16, .vd = 16, .l = 20, .rows = 5, .pos = Pos::kLiteral, .p = 10},
+           {.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 16, .pos = Pos::kLiteral, .p = 16},
+       }) {
+    SCOPED_TRACE(CaseText(c));
+    absl::StatusOr<AttentionShape> shape = AttentionShapeOf(AttnSpec(c));
+    ASSERT_TRUE(shape.ok()) << shape.status();
+    EXPECT_FALSE(PrefillFoldApplies(FlashGeometryOf(*shape), tiny));
+    const Composition comp = CheckAttention(c, tiny, Form::kFlash);
+    EXPECT_TRUE(PrefillSections(comp).empty());
+    EXPECT_NE(SectionNamed(comp, "_flash_blocks_"), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace spatial::testing
