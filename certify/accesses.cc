@@ -2,6 +2,7 @@
 // every fold block and every admitted index), hands each Generic to the element-map prover, and carries the
 // integer value ranges of buffers and tensors forward so that guards, comparisons and index arithmetic can be
 // bounded by what earlier stages produced.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -143,9 +144,26 @@ class AccessPass {
     g->set_always_holds(!proven.empty() && proven.Within(it.lo, it.hi));
   }
 
+  // Whether every page of `index` is the same for items that differ only in `axis`: each stage writing it is a Load
+  // with a direct origin that takes no step on the axis, from a tensor no stage of the section stores to.
+  bool SameAlong(BufferId index, AddrVar axis) const {
+    bool written = false;
+    for (const Stage& st : s_.stages) {
+      if (std::find(st.outs.begin(), st.outs.end(), index) == st.outs.end()) continue;
+      written = true;
+      const auto* w = std::get_if<Load>(&st.op);
+      if (w == nullptr || w->pattern.origin.indirect || TileForm(w->pattern).Uses(axis)) return false;
+      for (const Stage& other : s_.stages) {
+        const auto* store = std::get_if<Store>(&other.op);
+        if (store != nullptr && store->tensor == w->tensor) return false;
+      }
+    }
+    return written;
+  }
+
   // A multicast block is one block for every item that differs only in the axis (DESIGN §3.4): the origin's
-  // coefficient on the axis is zero (the block's own extent never involves an item coordinate). An indirect origin
-  // would need its index page proven equal along the axis, which nothing here tracks: refused, not assumed.
+  // coefficient on the axis is zero (the block's own extent never involves an item coordinate), and an indirect
+  // origin's index page is itself the same along the axis (SameAlong); anything else is refused, not assumed.
   void CheckMulticast(int stage, const Load& l) {
     const AddrVar axis = l.multicast == LoopVar::kItemX ? AddrVar::kItemX : AddrVar::kItemY;
     const AffineForm form = TileForm(l.pattern);
@@ -156,7 +174,7 @@ class AccessPass {
                 absl::StrCat("load of tensor '", s_.tensors[l.tensor].name, "' is multicast along ", axis_name,
                              " but its origin moves ", WideToString(form[axis]), " tiles per step of ", axis_name,
                              ": the items it would be sent to read different blocks"));
-    } else if (l.pattern.origin.indirect) {
+    } else if (l.pattern.origin.indirect && !SameAlong(l.pattern.origin.indirect->index, axis)) {
       ctx_.Diag(codes::kMulticastVaries, stage, "multicast.axis", "a direct origin",
                 "an indirect origin",
                 absl::StrCat("load of tensor '", s_.tensors[l.tensor].name, "' is multicast along ", axis_name,

@@ -309,7 +309,10 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
     add("k_cache_write", CacheWrite("k_cache", k_rows.c_str(), cache, kvw, T, dense));
     add("v_cache_write", CacheWrite("v_cache", "v", cache, kvw, T, dense));
     {
-      proto::OpSpec s = Spec("ctx", {q_att.c_str(), "k_cache", "v_cache", "pos"});
+      // A prefill from position 1 names its bound: P = 1 is known, so the attention folds exactly the blocks each
+      // query range sees (flash_prefill.h); a decode step reads P at run time.
+      proto::OpSpec s = T > 1 ? Spec("ctx", {q_att.c_str(), "k_cache", "v_cache"})
+                              : Spec("ctx", {q_att.c_str(), "k_cache", "v_cache", "pos"});
       if (c.sinks) {
         s.add_operands()->set_name("sinks");
         p.weights.push_back("sinks");
@@ -323,7 +326,11 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
       a->set_vd(hd);
       a->set_l(cache);
       a->set_rows(T);
-      a->mutable_pos()->set_named("pos");
+      if (T > 1) {
+        a->mutable_pos()->set_literal(1);
+      } else {
+        a->mutable_pos()->set_named("pos");
+      }
       add("attention", std::move(s));
     }
     std::string ctx = "ctx";

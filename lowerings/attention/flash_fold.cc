@@ -80,35 +80,47 @@ absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
 
 }  // namespace
 
+ElemAccess StatMap(int64_t cols, int64_t tile_cols) {
+  return cols == 1 ? PerRowMap(tile_cols) : Terms({{LoopVar::kRow, tile_cols}, {LoopVar::kCol, 1}});
+}
+
 void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t items, Precision precision,
-                     BufferId m_run, BufferId s_run) {
+                     BufferId m_run, BufferId s_run, LoopVar sink_item, int64_t cols) {
   const int64_t tr = t.tile_rows();
   const int64_t tw = t.tile_cols();
+  // The whole page at once for one query tile (the fold's form), the (row, query tile) points for several.
+  const std::vector<IterSpec> space = cols == 1 ? HeadSpace(tr, tw) : HeadSpace(tr, cols);
+  const ElemAccess at = cols == 1 ? IdentMap(tw) : StatMap(cols, tw);
   if (!sinks) {
-    t.AddGeneric("init_max", HeadSpace(tr, tw), {}, {}, IdentMap(tw), Const(kMasked), m_run);
+    t.AddGeneric("init_max", space, {}, {}, at, Const(kMasked), m_run);
   } else {
     const TensorId sinks_t = t.AddTensor(absl::StrCat(out, "__flash_sinks"), TensorRole::kInput, 1, items * tw,
                                          precision, TensorInit::External());
     const BufferId sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
-    t.AddLoadBlockAt("load_sinks", sinks_t, 0, {{LoopVar::kItemY, 1}}, {}, sk_in);
+    t.AddLoadBlockAt("load_sinks", sinks_t, 0, {{sink_item, 1}}, {}, sk_in);
     // Row r's sink is element r of the item's tile.
-    t.AddGeneric("init_max", HeadSpace(tr, tw), {sk_in}, {Terms({{LoopVar::kRow, 1}})}, IdentMap(tw), Op(0), m_run);
+    t.AddGeneric("init_max", space, {sk_in}, {Terms({{LoopVar::kRow, 1}})}, at, Op(0), m_run);
   }
-  t.AddGeneric("init_sum", HeadSpace(tr, tw), {}, {}, IdentMap(tw), Const(sinks ? 1.0 : 0.0), s_run);
+  t.AddGeneric("init_sum", space, {}, {}, at, Const(sinks ? 1.0 : 0.0), s_run);
 }
 
-std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler) {
+std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler,
+                                           int64_t cols) {
   const int64_t tr = t.tile_rows();
   const int64_t w1 = t.tile_cols();
-  // m'[r] = max(m[r], m_in[r]), the NaN-ignoring pool over the pair.
+  const ElemAccess stat = StatMap(cols, w1);
+  // m'[r] = max(m[r], m_in[r]), the NaN-ignoring pool over the pair (K picks which, for several query tiles).
   const BufferId m_new = t.AddScratchDeep("new_max", 1, 1, Precision::kFp32);
-  t.AddGeneric("new_max", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kCol, 2, IterKind::kReduceMax}},
-               {m_run, m_in, scaler}, {PerRowMap(w1), PerRowMap(w1), ConstMap()}, PerRowMap(w1),
-               Select(Pred::Lt(LoopVar::kCol, 1), Op(0), Op(1)), m_new);
+  const LoopVar pair = cols == 1 ? LoopVar::kCol : LoopVar::kK;
+  std::vector<IterSpec> pool{{LoopVar::kRow, tr, IterKind::kParallel}};
+  if (cols > 1) pool.push_back({LoopVar::kCol, cols, IterKind::kParallel});
+  pool.push_back({pair, 2, IterKind::kReduceMax});
+  t.AddGeneric("new_max", pool, {m_run, m_in, scaler}, {stat, stat, ConstMap()}, stat,
+               Select(Pred::Lt(pair, 1), Op(0), Op(1)), m_new);
   // a[r] = e^(m[r] - m'[r]), by the target's ACCURATE exp whatever its approx mode (as tt-metal's rescale): the
   // fast exp has e^0 != 1 (0.9785 for Schraudolph), which would shrink the earlier blocks once per block.
   const BufferId alpha = t.AddScratchDeep("rescale", 1, 1, Precision::kFp32);
-  t.AddGeneric("rescale", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
+  t.AddGeneric("rescale", HeadSpace(tr, cols), {m_run, m_new}, {stat, stat}, cols == 1 ? IdentMap(w1) : stat,
                Unary(SfpuKind::ExpAccurate(), Sub(Op(0), Op(1))), alpha);
   return {m_new, alpha};
 }

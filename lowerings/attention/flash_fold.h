@@ -59,15 +59,21 @@ namespace spatial {
 absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                            const Target& target, int64_t pages);
 
+// A running statistic's map: one value per row at column 0 of a one-tile page, or — `cols` query tiles sharing the
+// page (the prefill fold, flash_prefill.h) — query tile i's row r at column i.
+ElemAccess StatMap(int64_t cols, int64_t tile_cols);
+
 // The running softmax's first state, the fold's and the split combine's alike: "init_max" (MASKED, or with `sinks`
-// row r's sink, element r of the item's tile of "{out}__flash_sinks", 1 x items*tile) and "init_sum" (0, or 1).
+// row r's sink, element r of the item's tile of "{out}__flash_sinks", 1 x items*tile, the tile the item's
+// coordinate `sink_item` picks) and "init_sum" (0, or 1), in StatMap(cols) layout.
 void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t items, Precision precision,
-                     BufferId m_run, BufferId s_run);
+                     BufferId m_run, BufferId s_run, LoopVar sink_item = LoopVar::kItemY, int64_t cols = 1);
 
 // The running maximum's update, the fold's and the split combine's (flash_split.h) alike: stages "new_max"
 // (m' = max(m_run, m_in) per row, the NaN-ignoring pool; `scaler` the reduce engine's ones tile) and "rescale"
-// (a = e^(m_run - m'), the accurate exp), into fp32 scratch. Returns (m', a).
-std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler);
+// (a = e^(m_run - m'), the accurate exp), into fp32 scratch, each in StatMap(cols) layout. Returns (m', a).
+std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler,
+                                           int64_t cols = 1);
 
 // ★ TWO PAGES WHERE THEY FIT, ONE WHERE THEY DO NOT (l.5329): the two-page fold when its site footprint fits the
 // target's local memory, else the one-page fold (which computes the same values).

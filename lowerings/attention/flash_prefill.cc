@@ -32,27 +32,37 @@ Body Capped(Body x, double c) {
   return Sub(Mul(Const(2.0 * c), sigmoid), Const(c));
 }
 
-// The query tiles one section takes: enough heads' items to fill the grid (a section of fewer items than sites
-// leaves sites idle through every block), and at most 32 sections.
-int64_t QueryRange(int64_t tiles_q, int64_t per_row, int64_t sites) {
-  return std::min(tiles_q, std::max<int64_t>({1, CeilDiv(sites, per_row), CeilDiv(tiles_q, 32)}));
+// The chunks of query tiles one section takes: enough heads' items to fill the grid (a section of fewer items than
+// sites leaves sites idle through every block), and at most 32 sections.
+int64_t ChunkRange(int64_t chunks, int64_t per_row, int64_t sites) {
+  return std::min(chunks, std::max<int64_t>({1, CeilDiv(sites, per_row), CeilDiv(chunks, 32)}));
 }
 
+// How one item covers the cache and its queries: qc query tiles (a chunk) against blocks of kb tile rows, its values
+// vt tiles a page.
+struct Chunking {
+  int64_t qc = 1;
+  int64_t kb = 1;
+  int64_t vt = 1;
+};
+
 struct Range {
-  int64_t first = 0;  // query tiles [first, last)
+  int64_t first = 0;  // chunks [first, last)
   int64_t last = 0;
   int64_t blocks = 1;
 };
 
+Body Scaled(Body x, double scale) { return scale == 1.0 ? x : Mul(x, Const(scale)); }
+
 absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
-                                           const Target& target, int64_t kb, const Range& range) {
+                                           const Target& target, const Chunking& ch, const Range& range) {
   const int64_t tr = target.tile_rows();
   const int64_t tw = target.tile_cols();
   const FoldItems fi = FoldItemsOf(g, tr);
+  const int64_t qc = ch.qc, kb = ch.kb, vt = ch.vt;
   const int64_t head_t = g.hd / tw;
   const int64_t width_t = fi.per_row * head_t;
   const int64_t v_t = g.vd / tw;
-  const int64_t vt = RowBlock(v_t, target);
   const int64_t nv = v_t / vt;
   const int64_t out_width_t = fi.per_row * v_t;
   auto part = [nv](const std::string& name, int64_t j) { return nv == 1 ? name : absl::StrCat(name, j); };
@@ -70,8 +80,26 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const OperandRef& k_op = names.operand(1);
   const OperandRef& v_op = names.operand(2);
   const int64_t w1 = tw;
-  const int64_t wk = kb * tw;  // a block's positions: the scores' and the probabilities' plane
-  const int64_t wd = vt * tw;
+  const int64_t wb = kb * tw;       // one query tile's positions in a block
+  const int64_t wq = qc * wb;       // the scores' and the probabilities' plane: query tile i from column i * wb
+  const int64_t wd = qc * vt * tw;  // a value page's plane: query tile i from column i * vt * tw
+  const ElemAccess stat = StatMap(qc, w1);
+  auto terms = [](std::vector<Term> ts) { return ElemAccess{0, std::move(ts), std::nullopt}; };
+  // (row r, query tile i, position p of the block) -> the scores' plane.
+  const ElemAccess score_at = terms({{LoopVar::kRow, wq}, {LoopVar::kCol, wb}, {LoopVar::kK, 1}});
+  const std::vector<IterSpec> per_score{{LoopVar::kRow, tr, IterKind::kParallel},
+                                        {LoopVar::kCol, qc, IterKind::kParallel},
+                                        {LoopVar::kK, wb, IterKind::kParallel}};
+  auto per_score_pool = [&](IterKind pool) {
+    std::vector<IterSpec> space = per_score;
+    space.back().kind = pool;
+    return space;
+  };
+  // (row r, query tile i, value column e) -> a value page's plane, and the per-row statistic it scales by.
+  const ElemAccess value_at = terms({{LoopVar::kRow, wd}, {LoopVar::kCol, vt * tw}, {LoopVar::kK, 1}});
+  const std::vector<IterSpec> per_value{{LoopVar::kRow, tr, IterKind::kParallel},
+                                        {LoopVar::kCol, qc, IterKind::kParallel},
+                                        {LoopVar::kK, vt * tw, IterKind::kParallel}};
 
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision);
@@ -88,117 +116,184 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, fi.per_row * g.vd, precision,
                                  TensorInit::Zero());
 
-  // ── The prologue, once per item: the scaler, the query tile, each row's limit, the empty softmax.
+  // ── The prologue, once per item (chunk y of head x): the scaler, the chunk's query tiles, its K/V head's index,
+  // each row's limit, the empty softmax.
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
-  const BufferId q_in = t.AddBufferDeep("in_q", 1, head_t, precision);
+  const BufferId q_in = t.AddBufferDeep("in_q", 1, qc * head_t, precision);
   t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
-  t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, head_t}}, {.w = head_t, .pitch = width_t}, q_in);
-  ASSIGN_OR_RETURN(FoldMask mask, AddRowLimits(t, names, g, fi, blocks, ix));
+  t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, qc * width_t}, {LoopVar::kItemX, head_t}},
+                   {.h = qc, .w = head_t, .pitch = width_t}, q_in);
+  // ★ HEAD x READS K/V HEAD x / group: not affine in x, so each item reads its K/V head from a table (one tile per
+  // query head, the K/V head in element 0), once for each of the two streams (an index page has one reader).
+  std::vector<int64_t> kv_of(static_cast<size_t>(fi.per_row * tw), 0);
+  for (int64_t h = 0; h < fi.per_row; ++h) kv_of[h * tw] = g.q.kv_of(h);
+  const TensorId kv_t = t.AddTensor(absl::StrCat(names.out, "__flash_kv_head"), TensorRole::kParam, 1,
+                                    fi.per_row * tw, ix, TensorInit::Values(std::move(kv_of)));
+  auto kv_index = [&](const std::string& stream) {
+    const BufferId b = t.AddBufferDeep(absl::StrCat("in_kv_", stream), 1, 1, ix);
+    t.AddLoadBlockAt(absl::StrCat("load_kv_", stream), kv_t, 0, {{LoopVar::kItemX, 1}}, {}, b);
+    return b;
+  };
+  const BufferId kv_k = kv_index("k");
+  std::vector<BufferId> kv_vs;
+  for (int64_t j = 0; j < nv; ++j) kv_vs.push_back(kv_index(part("v", j)));
+  // Row r of the chunk's query tile i sees the positions below P + (y * qc + i) * tile + r (or all l of them):
+  // (y * qc + i) * tile from a table of one tile per chunk, r from a tile holding r in row r.
+  FoldMask mask;
+  mask.masked = masked;
+  mask.counted = masked && fold;
+  if (masked) {
+    const BufferId row_lim = t.AddScratchDeep("row_limit", 1, 1, ix);
+    if (!g.limit) {
+      // Every row attends the l positions; only the last tile's tail is masked.
+      t.AddGeneric("row_limit", HeadSpace(tr, qc), {}, {}, stat, Const(static_cast<double>(g.l)), row_lim);
+    } else {
+      const int64_t chunks = fi.tiles_q / qc;
+      std::vector<int64_t> first_rows(static_cast<size_t>(chunks * tw), 0);
+      for (int64_t y = 0; y < chunks; ++y) {
+        for (int64_t i = 0; i < qc; ++i) first_rows[y * tw + i] = (y * qc + i) * tr;
+      }
+      const TensorId rows_t = t.AddTensor(absl::StrCat(names.out, "__flash_chunk_rows"), TensorRole::kParam, 1,
+                                          chunks * tw, ix, TensorInit::Values(std::move(first_rows)));
+      const BufferId q_rows = t.AddBufferDeep("in_chunk_rows", 1, 1, ix);
+      t.AddLoadBlockAt("load_chunk_rows", rows_t, 0, {{LoopVar::kItemY, 1}}, {}, q_rows);
+      std::vector<int64_t> index(static_cast<size_t>(tr * tw));
+      for (int64_t e = 0; e < tr * tw; ++e) index[e] = e / tw;
+      const TensorId row_index = t.AddTensor(absl::StrCat(names.out, "__flash_row_index"), TensorRole::kParam, tr,
+                                             tw, ix, TensorInit::Values(std::move(index)));
+      const BufferId r_in = t.AddBufferDeep("in_row_index", 1, 1, ix);
+      t.AddLoadBlockAt("load_row_index", row_index, 0, {}, {}, r_in);
+      t.AddGeneric("row_limit", HeadSpace(tr, qc), {q_rows, r_in}, {terms({{LoopVar::kCol, 1}}), PerRowMap(w1)},
+                   stat, Add(Add(Const(static_cast<double>(g.limit->value)), Op(0)), Op(1)), row_lim);
+    }
+    mask.row_limit = row_lim;
+    if (fold) {
+      const BufferId start = t.AddScratchDeep("block_start", 2, 1, ix);
+      t.AddGeneric("init_start", FlatSpace(1), {}, {}, IdentMap(w1), Const(0.0), start);
+      mask.start = start;
+    }
+  }
   const BufferId m_run = t.AddScratchDeep("run_max", 2, 1, acc);
   const BufferId s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
   std::vector<BufferId> o_runs;
-  for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, vt, acc));
-  AddSoftmaxStart(t, names.out, g.sinks.has_value(), fi.items, precision, m_run, s_run);
+  for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, qc * vt, acc));
+  // The sinks' spread holds head h's sink in every row of tile h: item (y, x) reads tile x.
+  AddSoftmaxStart(t, names.out, g.sinks.has_value(), fi.items, precision, m_run, s_run, LoopVar::kItemX, qc);
   for (int64_t j = 0; j < nv; ++j) {
     t.AddGeneric(part("init_out", j), HeadSpace(tr, wd), {}, {}, IdentMap(wd), Const(0.0), o_runs[j]);
   }
 
-  // ── The body, once per block: block b of K/V head x is tile rows [b*kb, (b+1)*kb) of the cache from tile
-  // x * head_t, the same block for every item of the head (multicast along ITEM_Y).
+  // ── The body, once per block: block b of K/V head v is tile rows [b*kb, (b+1)*kb) of the cache from tile
+  // v * head_t, the same block for every chunk of the head (multicast along ITEM_Y).
   t.SetPhase(body_phase);
   if (fold) t.Fold(blocks);
   const BufferId k_in = t.AddBufferDeep("in_k", 2, kb * head_t, precision);
   std::vector<BufferId> v_ins;
   for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), 2, kb * vt, precision));
-  auto cache_block = [&](const std::string& name, TensorId tensor, int64_t base, int64_t cols, int64_t head,
-                         int64_t stride, BufferId into) {
-    std::vector<Term> steps{{LoopVar::kItemX, head}};
+  auto cache_block = [&](const std::string& name, TensorId tensor, BufferId index, int64_t base, int64_t cols,
+                         int64_t head, int64_t stride, BufferId into) {
+    std::vector<Term> steps;
     if (fold) steps.push_back({LoopVar::kKBlock, kb * stride});
     const StageId load = t.AddLoadPattern(
-        name, tensor, AccessPattern{TileAddr{base, std::move(steps), std::nullopt}, kb, cols, 1, stride}, into);
+        name, tensor,
+        AccessPattern{TileAddr{base, std::move(steps), IndirectTile{index, head, 0, g.kvw - 1}}, kb, cols, 1, stride},
+        into);
     t.SetMulticast(load, LoopVar::kItemY);
   };
-  cache_block("load_k", k, 0, head_t, head_t, g.kvw * head_t, k_in);
-  for (int64_t j = 0; j < nv; ++j) cache_block(part("load_v", j), v, j * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
-  AddBlockLimits(t, mask, g, blocks * kb, ix);
+  cache_block("load_k", k, kv_k, 0, head_t, head_t, g.kvw * head_t, k_in);
+  for (int64_t j = 0; j < nv; ++j) {
+    cache_block(part("load_v", j), v, kv_vs[j], j * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
+  }
+  // Each (row, query tile)'s limit in the block's own positions: its limit less the block's start.
+  if (mask.start) {
+    const BufferId lim_b = t.AddScratchDeep("block_limit", 1, 1, ix);
+    std::vector<BufferId> ins{*mask.row_limit};
+    std::vector<ElemAccess> maps{stat};
+    const int k_at = AddGuardedRead(ins, maps, *mask.start, Fixed(0), blocks * wb);
+    t.AddGeneric("block_limit", HeadSpace(tr, qc), ins, maps, stat, Sub(Op(0), Op(k_at)), lim_b);
+    mask.lim = lim_b;
+  } else {
+    mask.lim = mask.row_limit;
+  }
 
-  // S = Q · K^T: the query tile's head_t tiles against the block's kb x head_t tiles, kb score tiles side by side.
-  const BufferId s_buf = t.AddScratchDeep("scores", 1, kb, acc);
-  t.AddMatmul("scores", MatmulTiles{.m_tiles = 1, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true}, q_in, k_in,
-              s_buf);
+  // S = Q · K^T: the chunk's qc x head_t query tiles against the block's kb x head_t key tiles, qc x kb score tiles.
+  const BufferId s_buf = t.AddScratchDeep("scores", 1, qc * kb, acc);
+  t.AddMatmul("scores", MatmulTiles{.m_tiles = qc, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true}, q_in,
+              k_in, s_buf);
   // The scaled score, and — capped — the cap of it before the mask, as the fold takes it.
   BufferId scored = s_buf;
   double scale = g.scale;
   if (g.cap) {
-    scored = t.AddScratchDeep("capped_scores", 1, kb, acc);
-    t.AddGeneric("score_cap", HeadSpace(tr, wk), {s_buf}, {IdentMap(wk)}, IdentMap(wk),
+    scored = t.AddScratchDeep("capped_scores", 1, qc * kb, acc);
+    t.AddGeneric("score_cap", HeadSpace(tr, wq), {s_buf}, {IdentMap(wq)}, IdentMap(wq),
                  Capped(Mul(Op(0), Const(g.scale)), *g.cap), scored);
     scale = 1.0;
   }
-  auto scaled = [scale](Body x) { return scale == 1.0 ? x : Mul(x, Const(scale)); };
   const BufferId m_blk = t.AddScratchDeep("block_max", 1, 1, acc);
   {
     std::vector<BufferId> ins{scored, sc_in};
-    std::vector<ElemAccess> maps{IdentMap(wk), ConstMap()};
-    AddLimitSlots(mask, ins, maps, PerRowMap(w1));
-    t.AddGeneric("block_max", HeadSpace(tr, wk, IterKind::kReduceMax), ins, maps, PerRowMap(w1),
-                 Live(mask, LoopVar::kCol, scaled(Op(0)), Const(kMasked), 2), m_blk);
+    std::vector<ElemAccess> maps{score_at, ConstMap()};
+    AddLimitSlots(mask, ins, maps, stat);
+    t.AddGeneric("block_max", per_score_pool(IterKind::kReduceMax), ins, maps, stat,
+                 Live(mask, LoopVar::kK, Scaled(Op(0), scale), Const(kMasked), 2), m_blk);
   }
-  const auto [m_new, alpha] = AddMaxUpdate(t, m_run, m_blk, sc_in);
+  const auto [m_new, alpha] = AddMaxUpdate(t, m_run, m_blk, sc_in, qc);
   // P = e^(scale*S - m') where live, exactly 0 where masked, packed for the value product.
-  const BufferId p_buf = t.AddScratchDeep("probs", 1, kb, mat);
+  const BufferId p_buf = t.AddScratchDeep("probs", 1, qc * kb, mat);
   {
     std::vector<BufferId> ins{scored, m_new};
-    std::vector<ElemAccess> maps{IdentMap(wk), PerRowMap(w1)};
-    AddLimitSlots(mask, ins, maps, PerRowMap(w1));
-    t.AddGeneric("probs", HeadSpace(tr, wk), ins, maps, IdentMap(wk),
-                 Live(mask, LoopVar::kCol, Unary(g.probs_exp, Sub(scaled(Op(0)), Op(1))), Const(0.0), 2), p_buf);
+    std::vector<ElemAccess> maps{score_at, stat};
+    AddLimitSlots(mask, ins, maps, stat);
+    t.AddGeneric("probs", per_score, ins, maps, score_at,
+                 Live(mask, LoopVar::kK, Unary(g.probs_exp, Sub(Scaled(Op(0), scale), Op(1))), Const(0.0), 2), p_buf);
   }
   // The sum of the probabilities the value product weighs, as packed.
   const BufferId l_blk = t.AddScratchDeep("block_sum", 1, 1, acc);
-  t.AddGeneric("block_sum", HeadSpace(tr, wk, IterKind::kReduceSum), {p_buf, sc_in}, {IdentMap(wk), ConstMap()},
-               PerRowMap(w1), Op(0), l_blk);
-  // O_b = P · V, a value page at a time: the block's kb probability tiles against its kb x vt value tiles.
+  t.AddGeneric("block_sum", per_score_pool(IterKind::kReduceSum), {p_buf, sc_in}, {score_at, ConstMap()}, stat, Op(0),
+               l_blk);
+  // O_b = P · V, a value page at a time: the chunk's qc x kb probability tiles against the block's kb x vt value
+  // tiles.
   std::vector<BufferId> o_blks;
   for (int64_t j = 0; j < nv; ++j) {
-    const BufferId o_blk = t.AddScratchDeep(part("block_out", j), 1, vt, acc);
-    t.AddMatmul(part("block_out", j), MatmulTiles{.m_tiles = 1, .n_tiles = vt, .k_tiles = kb}, p_buf, v_ins[j],
+    const BufferId o_blk = t.AddScratchDeep(part("block_out", j), 1, qc * vt, acc);
+    t.AddMatmul(part("block_out", j), MatmulTiles{.m_tiles = qc, .n_tiles = vt, .k_tiles = kb}, p_buf, v_ins[j],
                 o_blk);
     o_blks.push_back(o_blk);
   }
-  t.AddGeneric("fold_sum", HeadSpace(tr, 1), {s_run, alpha, l_blk}, {PerRowMap(w1), PerRowMap(w1), PerRowMap(w1)},
-               IdentMap(w1), Add(Mul(Op(0), Op(1)), Op(2)), s_run);
+  t.AddGeneric("fold_sum", HeadSpace(tr, qc), {s_run, alpha, l_blk}, {stat, stat, stat}, stat,
+               Add(Mul(Op(0), Op(1)), Op(2)), s_run);
   for (int64_t j = 0; j < nv; ++j) {
-    t.AddGeneric(part("fold_out", j), HeadSpace(tr, wd), {o_runs[j], alpha, o_blks[j]},
-                 {IdentMap(wd), PerRowMap(w1), IdentMap(wd)}, IdentMap(wd), Add(Mul(Op(0), Op(1)), Op(2)), o_runs[j]);
+    t.AddGeneric(part("fold_out", j), per_value, {o_runs[j], alpha, o_blks[j]}, {value_at, stat, value_at}, value_at,
+                 Add(Mul(Op(0), Op(1)), Op(2)), o_runs[j]);
   }
-  t.AddGeneric("fold_max", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1), Op(1),
-               m_run);
+  t.AddGeneric("fold_max", HeadSpace(tr, qc), {m_run, m_new}, {stat, stat}, stat, Op(1), m_run);
   AddNextStart(t, mask, blocks * kb, kb * tr);
 
-  // ── The epilogue, once per item: O / s into the item's tile of the dense result.
+  // ── The epilogue, once per item: O / s into the chunk's tiles of the dense result.
   t.SetPhase(epilogue_phase);
   for (int64_t j = 0; j < nv; ++j) {
-    const BufferId out = t.AddBufferDeep(part("out", j), 2, vt, precision);
-    t.AddGeneric(part("normalize", j), HeadSpace(tr, wd), {o_runs[j], s_run}, {IdentMap(wd), PerRowMap(w1)},
-                 IdentMap(wd), Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
-    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, v_t}}, {.w = vt, .pitch = out_width_t}, out);
+    const BufferId out = t.AddBufferDeep(part("out", j), 2, qc * vt, precision);
+    t.AddGeneric(part("normalize", j), per_value, {o_runs[j], s_run}, {value_at, stat}, value_at,
+                 Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
+    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, qc * out_width_t}, {LoopVar::kItemX, v_t}},
+                    {.h = qc, .w = vt, .pitch = out_width_t}, out);
   }
   WireFirstReaders(t);
 
   std::vector<WorkItem> items;
-  for (int64_t qt = range.first; qt < range.last; ++qt) {
+  for (int64_t y = range.first; y < range.last; ++y) {
     for (int64_t h = 0; h < fi.per_row; ++h) {
-      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = qt * fi.per_row + h,
-                               .x = g.q.kv_of(h), .out = TileRect{.row0_t = qt, .col0_t = h * v_t, .w_t = v_t}});
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = h,
+                               .out = TileRect{.row0_t = y * qc, .col0_t = h * v_t, .h_t = qc, .w_t = v_t}});
     }
   }
-  // No placement grid: the items go round robin, so the items of a K/V head that run together sit on many sites.
-  t.SetPlan(BlockPlan{.per_site_n = v_t, .grid_y = 0, .grid_x = 0, .num_blocks = blocks, .osw = vt});
+  // No placement grid: the items go round robin, so the chunks of a head that run together sit on many sites.
+  t.SetPlan(BlockPlan{.per_site_m = qc, .per_site_n = v_t, .grid_y = 0, .grid_x = 0, .num_blocks = blocks,
+                      .osw = vt});
   const std::string values = g.vd != g.hd ? absl::StrCat("_v", g.vd) : "";
   return FinishSection(t,
-                       absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_kb",
-                                    kb, "_q", range.first, "to", range.last - 1),
+                       absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",
+                                    qc, "_kb", kb, "_c", range.first, "to", range.last - 1),
                        std::move(items), acc, ApproxIn("attention", precision), target);
 }
 
@@ -210,8 +305,9 @@ bool PrefillFoldApplies(const FlashGeometry& g, const Target& target) {
   if (g.limit && g.limit->is_operand()) return false;
   if (g.kvw < 1 || g.q.per_row < 1 || g.q.group < 1 || g.q.kv_of(g.q.per_row - 1) >= g.kvw) return false;
   if (g.limit && g.limit->value < 1) return false;
-  // No cached position past the last row's limit: the value product reads every position of a block.
-  if (LastLimit(g) != g.rows) return false;
+  // No cached position past the last row's limit is read: the value product reads every position of a block, so
+  // the cache ends at that limit, or the limit is a whole tile row (the blocks then end at it: PrefillFold).
+  if (LastLimit(g) != g.rows && LastLimit(g) % target.tile_rows() != 0) return false;
   const std::optional<Precision> mat = target.matrix_in();
   absl::StatusOr<Precision> elem = ElemPrecision(target);
   return mat && elem.ok() && *mat == *elem && RequireFp32Accumulator("", target).ok();
@@ -221,26 +317,52 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
                                         const Target& target) {
   if (!PrefillFoldApplies(g, target)) return NotLowered("a prefill fold of this attention (flash_prefill.h)");
   const int64_t tr = target.tile_rows();
+  const int64_t tw = target.tile_cols();
   const FoldItems fi = FoldItemsOf(g, tr);
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a flash fold of ", g.q.rows, " x ", g.q.per_row, " query heads"),
                                  fi.items));
   RETURN_IF_ERROR(TableBudget(absl::StrCat("a flash fold of ", g.q.rows, " x ", g.q.per_row, " query heads"),
-                              CheckedMul(fi.items, target.tile_cols())));
+                              CheckedMul(fi.items, tw)));
   const int64_t rows_t = CeilDiv(g.rows, tr);
-  const int64_t per_q = g.limit ? QueryRange(fi.tiles_q, fi.per_row, target.sites()) : fi.tiles_q;
-  // The widest block that divides the cache's tile rows (so no block reads past it), fits an accumulator page, and
-  // whose section fits a site.
-  for (int64_t kb = std::min(rows_t, RowBlockTiles(target)); kb >= 1; --kb) {
-    if (rows_t % kb != 0) continue;
+  // The tile rows the blocks may cover: all the cache's, or — where the cache runs past the last row's limit — only
+  // those below it, so that the last block ends there.
+  const int64_t span_t = LastLimit(g) == g.rows ? rows_t : LastLimit(g) / tr;
+  const int64_t v_t = g.vd / tw;
+  const int64_t page = RowBlockTiles(target);
+  // The candidates, best first: items enough to fill the grid (a chunk of qc tiles makes qc times fewer items), then
+  // the most score tiles a block (qc * kb, at most an accumulator page: the probabilities are one Generic's result),
+  // then the most query tiles a chunk (each block's K/V crosses the NoC once for qc query tiles: tt-metal's
+  // q_chunk). A chunk divides the query tiles and a block the cache's tile rows
+  // (no load reads past a tensor); a value page is the widest that divides the values and fits a page for the chunk.
+  std::vector<Chunking> candidates;
+  for (int64_t qc = std::min({fi.tiles_q, page, tw}); qc >= 1; --qc) {
+    if (fi.tiles_q % qc != 0) continue;
+    int64_t vt = 0;
+    for (int64_t d = 1; d <= v_t && qc * d <= page; ++d) {
+      if (v_t % d == 0) vt = d;
+    }
+    if (vt == 0) continue;
+    for (int64_t kb = std::min(span_t, page / qc); kb >= 1; --kb) {
+      if (rows_t % kb == 0 && span_t % kb == 0) candidates.push_back(Chunking{qc, kb, vt});
+    }
+  }
+  auto busy = [&](const Chunking& c) { return std::min(target.sites(), fi.tiles_q / c.qc * fi.per_row); };
+  std::stable_sort(candidates.begin(), candidates.end(), [&](const Chunking& a, const Chunking& b) {
+    if (busy(a) != busy(b)) return busy(a) > busy(b);
+    return a.qc * a.kb != b.qc * b.kb ? a.qc * a.kb > b.qc * b.kb : a.qc > b.qc;
+  });
+  for (const Chunking& ch : candidates) {
+    const int64_t chunks = fi.tiles_q / ch.qc;
+    const int64_t per = g.limit ? ChunkRange(chunks, fi.per_row, target.sites()) : chunks;
     std::vector<Composition> parts;
     bool fits = true;
-    for (int64_t first = 0; first < fi.tiles_q && fits; first += per_q) {
-      Range r{.first = first, .last = std::min(fi.tiles_q, first + per_q)};
+    for (int64_t first = 0; first < chunks && fits; first += per) {
+      Range r{.first = first, .last = std::min(chunks, first + per)};
       // The range's last row sees the positions below its limit: the blocks that cover them.
-      const int64_t last_row = std::min(r.last * tr, g.q.rows) - 1;
+      const int64_t last_row = std::min(r.last * ch.qc * tr, g.q.rows) - 1;
       const int64_t limit = g.limit ? g.limit->value + last_row : g.l;
-      r.blocks = CeilDiv(limit, kb * tr);
-      ASSIGN_OR_RETURN(Composition s, PrefillSection(names, g, tag, target, kb, r));
+      r.blocks = CeilDiv(limit, ch.kb * tr);
+      ASSIGN_OR_RETURN(Composition s, PrefillSection(names, g, tag, target, ch, r));
       fits = FitSectionToSite(s.sections[0], target) &&
              !ExceedsCircularBuffers(s.sections[0], target.proto().num_cbs());
       parts.push_back(std::move(s));

@@ -19,9 +19,10 @@
 //
 // ★ WHERE IT APPLIES. A block of query rows (T > 1) that is not regrouped, split, latent or a value part, whose
 // bound is literal (or absent) and without a window; and — since the value product reads every position of its block
-// through the matrix engine, where a masked position's P is 0 but 0 * NaN is NaN — only where no cached position
-// lies past the last row's limit: the cache ends there, so every position a block reads is one some row of the
-// prefill attends. (tt-metal's SDPA reads its K/V the same way.) Everything else takes flash_fold.h.
+// through the matrix engine, where a masked position's P is 0 but 0 * NaN is NaN — only where no block reads a
+// cached position past the last row's limit: the cache ends there, or the limit is a whole number of tile rows and
+// the blocks divide them, so every position a block reads is one some row of the prefill attends. (tt-metal's SDPA
+// reads its K/V the same way.) Everything else takes flash_fold.h.
 #ifndef LOWERINGS_ATTENTION_FLASH_PREFILL_H_
 #define LOWERINGS_ATTENTION_FLASH_PREFILL_H_
 

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "lowerings/attention/flash_fold.h"
 #include "lowerings/attention/full_attention.h"
+#include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/maps.h"
 #include "tests/lowerings/attention_check.h"
@@ -40,12 +41,19 @@ TEST(AttentionFullTest, ThreeWay) {
     ASSERT_EQ(comp.sections.size(), 1u);
     const Section& s = comp.sections[0];
     const int64_t tr = target.tile_rows();
-    // T rows over T positions take the prefill fold (flash_prefill.h): every row sees every position, so one section,
-    // and its block is all the positions' tile rows (at most an accumulator page, 8, here).
+    // T rows over T positions take the prefill fold (flash_prefill.h): every row sees every position, so one section
+    // of chunks of qc query tiles, folding blocks of kb tile rows (qc * kb at most an accumulator page).
     const int64_t tiles = CeilDiv(c.t, tr);
-    EXPECT_EQ(s.name, "full_attn_flash_prefill_" + std::to_string(tiles * c.h) + "x" + std::to_string(c.hd) + "_l" +
-                          std::to_string(c.t) + "_kb" + std::to_string(tiles) + "_q0to" + std::to_string(tiles - 1));
-    EXPECT_EQ(s.num_blocks, 1);
+    const std::string prefix = "full_attn_flash_prefill_" + std::to_string(tiles * c.h) + "x" + std::to_string(c.hd) +
+                               "_l" + std::to_string(c.t) + "_q";
+    ASSERT_TRUE(absl::StartsWith(s.name, prefix)) << s.name;
+    const int64_t qc = std::stoll(s.name.substr(prefix.size()));
+    const int64_t kb = std::stoll(s.name.substr(s.name.find("_kb") + 3));
+    EXPECT_EQ(tiles % qc, 0) << s.name;
+    EXPECT_EQ(tiles % kb, 0) << s.name;
+    EXPECT_LE(qc * kb, RowBlockTiles(target)) << s.name;
+    EXPECT_TRUE(absl::EndsWith(s.name, "_c0to" + std::to_string(tiles / qc - 1))) << s.name;
+    EXPECT_EQ(tiles / kb > 1 ? s.num_blocks : 1, tiles / kb) << s.name;
     EXPECT_FALSE(s.trip.has_value());
     // Unmasked where the positions fill whole tile rows: no limit, no mask.
     EXPECT_EQ(s.FindStage("row_limit") >= 0, c.t % tr != 0);

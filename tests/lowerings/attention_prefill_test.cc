@@ -24,30 +24,39 @@ std::vector<const Section*> PrefillSections(const Composition& c) {
   return out;
 }
 
-// kb from a section's name ("..._kb{kb}_q...").
-int64_t BlockTilesOf(const Section& s) {
-  const size_t at = s.name.find("_kb");
-  return at == std::string::npos ? 0 : std::stoll(s.name.substr(at + 3));
+// qc and kb from a section's name ("..._q{qc}_kb{kb}_c...").
+int64_t NameField(const Section& s, const std::string& field) {
+  const size_t at = s.name.rfind(field);
+  return at == std::string::npos ? 0 : std::stoll(s.name.substr(at + field.size()));
 }
+int64_t ChunkTilesOf(const Section& s) { return NameField(s, "_q"); }
+int64_t BlockTilesOf(const Section& s) { return NameField(s, "_kb"); }
 
-// Every section folds exactly the blocks its last query row sees, its K/V loads are multicast along ITEM_Y, its
-// items cover its query tiles' heads, and together the sections cover every query tile once.
+// Every section folds exactly the blocks its last query row sees, its K/V loads are multicast along ITEM_Y (the
+// chunks of a head), its items are (chunk, head) pairs, and together the sections cover every query tile of every
+// head once.
 void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target& t) {
   const std::vector<const Section*> secs = PrefillSections(comp);
   ASSERT_FALSE(secs.empty()) << "no prefill section in " << comp.name;
   const int64_t tr = t.tile_rows();
   const int64_t tiles_q = CeilDiv(c.rows, tr);
-  std::vector<int> covered(static_cast<size_t>(tiles_q), 0);
+  std::vector<int> covered(static_cast<size_t>(tiles_q * c.h), 0);
   for (const Section* s : secs) {
     SCOPED_TRACE(s->name);
+    const int64_t qc = ChunkTilesOf(*s);
     const int64_t kb = BlockTilesOf(*s);
+    ASSERT_GE(qc, 1);
     ASSERT_GE(kb, 1);
     EXPECT_EQ(CeilDiv(c.l, tr) % kb, 0);
+    EXPECT_EQ(tiles_q % qc, 0);
     int64_t last_qt = -1;
     for (const WorkItem& it : s->items) {
-      const int64_t qt = it.out.row0_t;
-      last_qt = std::max(last_qt, qt);
-      if (it.out.col0_t == 0) ++covered.at(static_cast<size_t>(qt));
+      EXPECT_EQ(it.out.row0_t, it.y * qc);
+      EXPECT_EQ(it.out.h_t, qc);
+      for (int64_t q = it.out.row0_t; q < it.out.row0_t + it.out.h_t; ++q) {
+        ++covered.at(static_cast<size_t>(q * c.h + it.x));
+        last_qt = std::max(last_qt, q);
+      }
     }
     const int64_t last_row = std::min((last_qt + 1) * tr, c.rows) - 1;
     const int64_t limit = c.pos == Pos::kLiteral ? c.p + last_row : c.l;
@@ -57,7 +66,7 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     int multicast = 0;
     for (const Stage& st : s->stages) {
       const auto* ld = std::get_if<Load>(&st.op);
-      if (ld == nullptr || !(absl::StartsWith(st.name, "load_k") || absl::StartsWith(st.name, "load_v"))) continue;
+      if (ld == nullptr || !(st.name == "load_k" || absl::StartsWith(st.name, "load_v"))) continue;
       EXPECT_EQ(ld->multicast, LoopVar::kItemY) << st.name;
       EXPECT_EQ(ld->pattern.block_h, kb) << st.name;
       ++multicast;
@@ -65,7 +74,7 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     EXPECT_GE(multicast, 2);
     EXPECT_EQ(s->items.size() % static_cast<size_t>(c.h), 0u);
   }
-  for (int64_t q = 0; q < tiles_q; ++q) EXPECT_EQ(covered[q], 1) << "query tile " << q;
+  for (size_t i = 0; i < covered.size(); ++i) EXPECT_EQ(covered[i], 1) << "query tile x head " << i;
 }
 
 std::vector<AttnCase> TinyPrefillCases() {
@@ -76,7 +85,7 @@ std::vector<AttnCase> TinyPrefillCases() {
       {.h = 4, .kv = 2, .hd = 16, .vd = 8, .l = 30, .rows = 7, .pos = Pos::kLiteral, .p = 24, .sinks = true,
        .cap = 0.6},
       {.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 33, .rows = 33, .pos = Pos::kLiteral, .p = 1, .scale = 0.9},
-      {.h = 2, .kv = 1, .hd = 8, .vd = 128, .l = 24, .rows = 9, .pos = Pos::kLiteral, .p = 16},  // 2 value pages
+      {.h = 2, .kv = 1, .hd = 8, .vd = 64, .l = 24, .rows = 9, .pos = Pos::kLiteral, .p = 16},  // 2 value pages
   };
 }
 
@@ -108,8 +117,9 @@ TEST(AttentionPrefillTest, MatchesNaiveReferenceOnRealTargets) {
   }
 }
 
-// The sections fold only what their rows see: a 2048-row causal prefill of Qwen3-8B's heads (32 over 8) does a
-// little over half the blocks of folding the whole cache for every query tile, in blocks of 8 tile rows.
+// The sections fold only what their rows see: a 2048-row causal prefill of Qwen3-8B's heads (32 over 8) computes a
+// little over half the score tiles of folding the whole cache for every query tile, in blocks of an accumulator
+// page of score tiles (qc x kb = 8).
 TEST(AttentionPrefillTest, CausalRangesFoldAboutHalfTheBlocks) {
   const Target& wh = Shipped("wormhole_n150");
   const AttnCase c{.h = 32, .kv = 8, .hd = 128, .vd = 128, .l = 2048, .rows = 2048, .pos = Pos::kLiteral, .p = 1};
@@ -117,14 +127,14 @@ TEST(AttentionPrefillTest, CausalRangesFoldAboutHalfTheBlocks) {
   ASSERT_TRUE(comp.ok()) << comp.status();
   ExpectPrefillShape(*comp, c, wh);
   ExpectAttnCertifies(*comp, wh);
-  int64_t item_blocks = 0;
+  int64_t score_tiles = 0;
   for (const Section* s : PrefillSections(*comp)) {
-    EXPECT_EQ(BlockTilesOf(*s), 8) << s->name;
-    item_blocks += static_cast<int64_t>(s->items.size()) * s->num_blocks;
+    EXPECT_EQ(ChunkTilesOf(*s) * BlockTilesOf(*s), 8) << s->name;
+    score_tiles += static_cast<int64_t>(s->items.size()) * s->num_blocks * ChunkTilesOf(*s) * BlockTilesOf(*s);
   }
-  const int64_t whole = 64 * 32 * (2048 / (8 * 32));  // every query tile over every block
-  EXPECT_LT(item_blocks, whole * 6 / 10);
-  EXPECT_GT(item_blocks, whole / 2);
+  const int64_t whole = 64 * 32 * 64;  // every query tile of every head over every cache tile
+  EXPECT_LT(score_tiles, whole * 6 / 10);
+  EXPECT_GT(score_tiles, whole / 2);
 }
 
 // The probabilities' exp is the spec's recipe (AttentionSpec.probs_exp), in the prefill fold and in the one-tile
