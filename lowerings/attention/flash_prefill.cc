@@ -287,9 +287,20 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
                                .out = TileRect{.row0_t = y * qc, .col0_t = h * v_t, .h_t = qc, .w_t = v_t}});
     }
   }
-  // No placement grid: the items go round robin, so the chunks of a head that run together sit on many sites.
-  t.SetPlan(BlockPlan{.per_site_m = qc, .per_site_n = v_t, .grid_y = 0, .grid_x = 0, .num_blocks = blocks,
-                      .osw = vt});
+  // No placement grid: the items go round robin, so the chunks of a head that run together sit on many sites. The
+  // products' Dst sub-block (tt-metal's out_subblock_h/w): the widest that divides a qc x kb product within half of
+  // Dst, taller first, so both unpackers feed osh + osw tiles for osh * osw products; the value product shares it
+  // where its pages are kb wide too (SubBlockOf, sim/machine/stage_cost.cc).
+  const int64_t half_dst = std::max<int64_t>(1, target.effective_acc_tiles(acc, false));
+  int64_t osw = 1, osh = 1;
+  for (int64_t d = 1; d <= kb; ++d) {
+    if (kb % d == 0 && d <= half_dst) osw = d;
+  }
+  for (int64_t d = 1; d <= qc; ++d) {
+    if (qc % d == 0 && d * osw <= half_dst) osh = d;
+  }
+  t.SetPlan(BlockPlan{.per_site_m = qc, .per_site_n = kb, .grid_y = 0, .grid_x = 0, .num_blocks = blocks, .osh = osh,
+                      .osw = osw});
   const std::string values = g.vd != g.hd ? absl::StrCat("_v", g.vd) : "";
   return FinishSection(t,
                        absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",

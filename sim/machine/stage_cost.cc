@@ -1,12 +1,14 @@
 #include "sim/machine/stage_cost.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "spatial/semantics/affine.h"
 #include "spatial/semantics/contraction.h"
 
 namespace spatial {
@@ -192,6 +194,44 @@ std::optional<ComputeCost> ContractionCost(const Section& s, const Stage& st, co
   return c;
 }
 
+// The output tiles' faces an elementwise stage writes, in units of whole tiles: the SFPU runs a tile a face (a
+// quarter, 16 x 16 on Tensix) at a time and skips the faces no output point falls in — tt-metal's VectorMode::C
+// for a column of per-row values (ttnn sdpa compute_common.hpp runs the running statistics' max and reciprocal on
+// faces 0 and 2 only). nullopt for a reduction (its work is over its inputs), an odd tile, an indirect out map or a
+// space too large to enumerate: the caller then charges whole work tiles.
+std::optional<double> SfpuFaceTiles(const Section& s, const Stage& st, const Generic& g, const Target& target) {
+  const int64_t tr = target.tile_rows(), tc = target.tile_cols();
+  if (tr < 2 || tc < 2 || tr % 2 != 0 || tc % 2 != 0 || g.out.indirect || st.outs.empty()) return std::nullopt;
+  int64_t points = 1;
+  std::array<int64_t, 3> extent{1, 1, 1};
+  for (const IterSpec& it : g.iters) {
+    if (IsReduce(it.kind)) return std::nullopt;
+    const std::optional<AddrVar> v = AddrVarOf(it.var);
+    if (!v || *v < AddrVar::kRow || *v > AddrVar::kK || it.extent < 1) return std::nullopt;
+    extent[static_cast<int>(*v) - static_cast<int>(AddrVar::kRow)] = it.extent;
+    points = SatMul(points, it.extent);
+  }
+  if (points > (int64_t{1} << 16)) return std::nullopt;
+  const int64_t w = BufferPageTiles(s, st.outs[0]) * tc;
+  const AffineForm form = ElemForm(g.out);
+  AddrEnv<Wide> env = ZeroEnv<Wide>();
+  std::unordered_set<int64_t> faces;
+  for (int64_t r = 0; r < extent[0]; ++r) {
+    for (int64_t c = 0; c < extent[1]; ++c) {
+      for (int64_t k = 0; k < extent[2]; ++k) {
+        env[static_cast<int>(AddrVar::kRow)] = r;
+        env[static_cast<int>(AddrVar::kCol)] = c;
+        env[static_cast<int>(AddrVar::kK)] = k;
+        const int64_t off = std::max<int64_t>(0, static_cast<int64_t>(Evaluate(form, env)));
+        const int64_t row = off / w, col = off % w;
+        const int64_t face = ((row / tr) * (w / tc) + col / tc) * 4 + (row % tr) / (tr / 2) * 2 + (col % tc) / (tc / 2);
+        faces.insert(face);
+      }
+    }
+  }
+  return static_cast<double>(faces.size()) / 4.0;
+}
+
 ComputeCost GenericCost(const Section& s, const Stage& st, const Generic& g, const Target& target,
                         const MachineParams& p) {
   const auto& costs = target.proto().costs();
@@ -222,7 +262,8 @@ ComputeCost GenericCost(const Section& s, const Stage& st, const Generic& g, con
   } else {
     double per_tile = static_cast<double>(bc.add_like + bc.mul + bc.other) * costs.sfpu_op_per_tile();
     for (const SfpuKind& k : bc.unary) per_tile += SfpuCycles(target, k);
-    c.sfpu = wt * per_tile;
+    const std::optional<double> face_tiles = SfpuFaceTiles(s, st, g, target);
+    c.sfpu = (face_tiles ? std::min(wt, *face_tiles) : wt) * per_tile;
   }
   if (reduce) c.fpu += wt * costs.eltwise_add_per_tile();
   // Unpack: each distinct input buffer's tiles, at most a page of them (a broadcast reads one tile).

@@ -5,7 +5,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "sim/machine/stage_cost.h"
 #include "sim/simulate.h"
+#include "spatial/maps.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace spatial {
@@ -62,6 +64,32 @@ INSTANTIATE_TEST_SUITE_P(Fidelities, MatmulFidelity,
 
 // 64 sites each copying 16 items of 4 tiles: every site could move far more than its share of the 264.96 B/cycle
 // the 12 channels sustain, so the run takes (read + written bytes) / 264.96.
+// The SFPU runs a tile a face (16 x 16) at a time and skips faces no output point falls in (tt-metal's
+// VectorMode::C for a column of per-row values): an exp written to column 0 of 32 rows, or to columns 0..15, takes
+// faces 0 and 2, half a tile; columns 0..16 take all four; a reduction is charged its whole work tiles.
+TEST(Timing, SfpuSkipsFacesWithoutOutput) {
+  const Target target = WormholeLike(1, 1);
+  auto sfpu_of = [&](std::vector<IterSpec> space, ElemAccess out) {
+    Template t(32, 32);
+    const BufferId in = t.AddScratchDeep("in", 1, 1, Precision::kFp32);
+    const BufferId res = t.AddScratchDeep("res", 1, 1, Precision::kFp32);
+    t.AddGeneric("fill", HeadSpace(32, 32), {}, {}, IdentMap(32), Const(0.0), in);
+    t.AddGeneric("exp", std::move(space), {in}, {IdentMap(32)}, std::move(out), Unary(SfpuKind::Exp(), Op(0)), res);
+    const Section s = t.Finish("faces", {WorkItem{}}, Precision::kFp32, NumericsClaim::Approx("exp"));
+    absl::StatusOr<MachineParams> p = DeriveParams(target);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return CostOf(s, s.stages[1], target, *p).compute.sfpu;
+  };
+  const double tile = sfpu_of(HeadSpace(32, 32), IdentMap(32));
+  EXPECT_GT(tile, 0.0);
+  EXPECT_DOUBLE_EQ(sfpu_of(HeadSpace(32, 1), PerRowMap(32)), tile / 2);
+  EXPECT_DOUBLE_EQ(sfpu_of(HeadSpace(32, 16), IdentMap(32)), tile / 2);
+  EXPECT_DOUBLE_EQ(sfpu_of(HeadSpace(16, 32), IdentMap(32)), tile / 2);
+  EXPECT_DOUBLE_EQ(sfpu_of(HeadSpace(32, 17), IdentMap(32)), tile);
+  EXPECT_DOUBLE_EQ(sfpu_of(HeadSpace(1, 1), PerRowMap(32)), tile / 4);
+  EXPECT_DOUBLE_EQ(sfpu_of(HeadSpace(32, 32, IterKind::kReduceMax), PerRowMap(32)), tile);
+}
+
 TEST(Timing, DramBoundCopyMovesBytesAtTheSustainedBandwidth) {
   const int64_t items = 64 * 16, w = 4;
   const proto::SimReport r = TimeOnly(Copy(items, w), WormholeLike(8, 8));
