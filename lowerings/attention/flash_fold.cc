@@ -15,6 +15,7 @@
 #include "spatial/builder.h"
 #include "spatial/checked.h"
 #include "spatial/maps.h"
+#include "spatial/semantics/affine.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -354,6 +355,19 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
                     out);
   }
   WireFirstReaders(t);
+  // ★ A SPLIT FOLD'S PARTS SHARE THEIR PROLOGUE. Every part of a query tile reads the same position, scaler, query
+  // and tables (no step on ITEM_X, the part): the machine reads each once and multicasts it along the parts' row of
+  // sites, not once per part from one DRAM channel (64 parts reading one tile of P took ~8 us, issue #12).
+  if (split > 1) {
+    for (StageId i = 0; i < static_cast<StageId>(t.section().stages.size()); ++i) {
+      const Stage& st = t.section().stages[i];
+      const auto* ld = std::get_if<Load>(&st.op);
+      if (ld != nullptr && st.phase == Phase::kPrologue && ld->multicast == LoopVar::kUnspecified &&
+          !ld->pattern.origin.indirect && !TileForm(ld->pattern).Uses(AddrVar::kItemX)) {
+        t.SetMulticast(i, LoopVar::kItemX);
+      }
+    }
+  }
 
   // Item y owns query tile y / per_row of head y mod per_row and reads K/V head kv_of(head) (grouped: query tile y,
   // of K/V head y / GroupTiles).

@@ -1,5 +1,6 @@
 #include "lowerings/attention/flash_split.h"
 
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +28,8 @@ int64_t DecodeSplit(const FlashGeometry& g, const Target& target) {
   const int64_t nb = CeilDiv(g.l, tr);
   const int64_t items = FoldItemsOf(g, tr).items;
   int64_t best = 1;
-  for (int64_t s = 2; s * 2 <= nb && items * s <= target.sites(); ++s) {
+  // A part's weight is a column of the combine's one weight tile, the sink's too: s + 1 <= a tile's columns.
+  for (int64_t s = 2; s * 2 <= nb && items * s <= target.sites() && s + 1 <= target.tile_cols(); ++s) {
     if (nb % s == 0) best = s;
   }
   return best;
@@ -58,6 +60,10 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   const int64_t w1 = tw;
   const int64_t wd = vt * tw;
   const FlashPartials parts = FlashPartialsOf(names.out);
+  const bool sinks = g.sinks.has_value();
+  // The parts' slots, and the sink's after them: a sink is one more term of the softmax, with no value.
+  const int64_t terms = split + (sinks ? 1 : 0);
+  if (terms > tw) return NotLowered(absl::StrCat("a combine of ", split, " parts, wider than a tile's columns"));
 
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_combine_scaler"), precision);
@@ -67,50 +73,79 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
       t.AddTensor(parts.out, TensorRole::kInput, split * fi.rows, g.vd, acc, TensorInit::External());
   const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, g.vd, precision, TensorInit::Zero());
 
-  // The prologue: the empty softmax, or each row's sink as its maximum and a sum of one.
+  // ★ EVERY PART AT ONCE. Query tile y's part c is tile row c * tiles_q + y of each partial: one block of `split`
+  // tile rows brings them all, so the merge needs no fold — M = max_c m_c, one exponential per part,
+  // w_c = e^(m_c - M) s_c, S = sum_c w_c and O = sum_c w_c Ô_c — instead of a rescale and a part's exponential for
+  // every part in turn (the fold's chain: ~28 k cycles a decode step on wormhole_n150, issue #12).
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
   t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
-  const BufferId m_run = t.AddScratchDeep("run_max", 2, 1, acc);
-  const BufferId s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
-  const BufferId o_run = t.AddScratchDeep("run_out", 2, vt, acc);
-  AddSoftmaxStart(t, names.out, g.sinks.has_value(), fi.items, precision, m_run, s_run);
-  t.AddGeneric("init_out", HeadSpace(tr, wd), {}, {}, IdentMap(wd), Const(0.0), o_run);
-
-  // The body, once per part c: query tile y's part c is tile row c * tiles_q + y of each partial.
-  t.SetPhase(Phase::kBody);
-  t.Fold(split);
-  auto load_part = [&](const std::string& name, TensorId tensor, int64_t row_t, int64_t width_t) {
-    const BufferId b = t.AddBufferDeep(name, 2, width_t, acc);
-    std::vector<Term> steps{{LoopVar::kItemY, row_t}, {LoopVar::kKBlock, fi.tiles_q * row_t}};
+  auto load_parts = [&](const std::string& name, TensorId tensor, int64_t row_t, int64_t width_t) {
+    const BufferId b = t.AddBufferDeep(name, 1, split * width_t, acc);
+    std::vector<Term> steps{{LoopVar::kItemY, row_t}};
     if (width_t < row_t) steps.push_back({LoopVar::kItemX, width_t});
     t.AddLoadBlockAt(absl::StrCat("load_", name.substr(3)), tensor, 0, std::move(steps),
-                     {.w = width_t, .pitch = row_t}, b);
+                     {.h = split, .w = width_t, .pitch = fi.tiles_q * row_t}, b);
     return b;
   };
-  const BufferId m_in = load_part("in_part_max", m_t, 1, 1);
-  const BufferId s_in = load_part("in_part_sum", s_t, 1, 1);
-  const BufferId o_in = load_part("in_part_out", o_t, out_width_t, vt);
-  // M' = max(M, m_c), the fold's NaN-ignoring pool over the pair; a = e^(M - M') and b = e^(m_c - M') by the
-  // ACCURATE exp, as the fold's rescale. A part that saw only masked positions has m_c = MASKED, s_c = 0 and
-  // O/s = 0: its weight is 0.
-  const auto [m_new, alpha] = AddMaxUpdate(t, m_run, m_in, sc_in);
-  const BufferId beta = t.AddScratchDeep("part_scale", 1, 1, acc);
-  t.AddGeneric("part_scale", HeadSpace(tr, 1), {m_in, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
-               Unary(SfpuKind::ExpAccurate(), Sub(Op(0), Op(1))), beta);
-  // w_c = e^(m_c - M') s_c: the part's weight, its normalized output's share of the sum.
+  const BufferId m_in = load_parts("in_part_max", m_t, 1, 1);
+  const BufferId s_in = load_parts("in_part_sum", s_t, 1, 1);
+  const BufferId o_in = load_parts("in_part_out", o_t, out_width_t, vt);
+  std::optional<BufferId> sk_in;
+  if (sinks) {
+    const TensorId sinks_t = t.AddTensor(absl::StrCat(names.out, "__flash_sinks"), TensorRole::kInput, 1,
+                                         fi.items * tw, precision, TensorInit::External());
+    sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
+    t.AddLoadBlockAt("load_sinks", sinks_t, 0, {{LoopVar::kItemY, 1}}, {}, *sk_in);
+  }
+  // Part c's row r is row r, column 0 of tile c of a page `split` tiles wide; a row's weights sit in its columns.
+  const int64_t wm = split * tw;
+  const ElemAccess part_at{0, {{LoopVar::kRow, wm}, {LoopVar::kK, tw}}, std::nullopt};
+  const ElemAccess weight_at{0, {{LoopVar::kRow, w1}, {LoopVar::kK, 1}}, std::nullopt};
+  const ElemAccess sink_at{0, {{LoopVar::kRow, 1}}, std::nullopt};  // row r's sink: element r of the item's tile
+  // M = max over the parts (and the sink), the NaN-ignoring pool.
+  const BufferId m_all = t.AddScratchDeep("combined_max", 1, 1, acc);
+  {
+    std::vector<BufferId> ins{m_in, sc_in};
+    std::vector<ElemAccess> maps{part_at, ConstMap()};
+    Body m = Op(0);
+    if (sk_in) {
+      ins.push_back(*sk_in);
+      maps.push_back(sink_at);
+      m = Select(Pred::Lt(LoopVar::kK, split), Op(0), Op(2));
+    }
+    t.AddGeneric("combined_max", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kReduceMax}},
+                 ins, maps, PerRowMap(w1), m, m_all);
+  }
+  // w_c = e^(m_c - M) s_c by the ACCURATE exp, as the fold's rescale (a part that saw no live position has
+  // m_c = MASKED and s_c = 0: weight 0); the sink's term e^(sink - M), with no value.
   const BufferId weight = t.AddScratchDeep("part_weight", 1, 1, acc);
-  t.AddGeneric("part_weight", HeadSpace(tr, 1), {beta, s_in}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
-               Mul(Op(0), Op(1)), weight);
-  t.AddGeneric("fold_sum", HeadSpace(tr, 1), {s_run, alpha, weight}, {PerRowMap(w1), PerRowMap(w1), PerRowMap(w1)},
-               IdentMap(w1), Add(Mul(Op(0), Op(1)), Op(2)), s_run);
-  t.AddGeneric("fold_out", HeadSpace(tr, wd), {o_run, alpha, o_in, weight},
-               {IdentMap(wd), PerRowMap(w1), IdentMap(wd), PerRowMap(w1)}, IdentMap(wd),
-               Add(Mul(Op(0), Op(1)), Mul(Op(2), Op(3))), o_run);
-  t.AddGeneric("fold_max", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1), Op(1),
-               m_run);
+  {
+    std::vector<BufferId> ins{m_in, m_all, s_in};
+    std::vector<ElemAccess> maps{part_at, PerRowMap(w1), part_at};
+    Body w = Mul(Unary(SfpuKind::ExpAccurate(), Sub(Op(0), Op(1))), Op(2));
+    if (sk_in) {
+      ins.push_back(*sk_in);
+      maps.push_back(sink_at);
+      w = Select(Pred::Lt(LoopVar::kK, split), w, Unary(SfpuKind::ExpAccurate(), Sub(Op(3), Op(1))));
+    }
+    t.AddGeneric("part_weight", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kParallel}},
+                 ins, maps, weight_at, w, weight);
+  }
+  const BufferId s_run = t.AddScratchDeep("combined_sum", 1, 1, acc);
+  t.AddGeneric("combined_sum", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kReduceSum}},
+               {weight, sc_in}, {weight_at, ConstMap()}, PerRowMap(w1), Op(0), s_run);
+  // O = sum_c w_c Ô_c over the parts' value pages.
+  const BufferId o_run = t.AddScratchDeep("combined_out", 1, vt, acc);
+  t.AddGeneric("combined_out",
+               {{LoopVar::kRow, tr, IterKind::kParallel},
+                {LoopVar::kCol, wd, IterKind::kParallel},
+                {LoopVar::kK, split, IterKind::kReduceSum}},
+               {weight, o_in},
+               {weight_at, ElemAccess{0, {{LoopVar::kRow, split * wd}, {LoopVar::kK, wd}, {LoopVar::kCol, 1}},
+                                      std::nullopt}},
+               IdentMap(wd), Mul(Op(0), Op(1)), o_run);
 
-  // The epilogue: O / S, rounded to the datapath once, into the query tile's row of the result.
-  t.SetPhase(Phase::kEpilogue);
+  // O / S, rounded to the datapath once, into the query tile's row of the result.
   const BufferId out = t.AddBufferDeep("out", 2, vt, precision);
   t.AddGeneric("normalize", HeadSpace(tr, wd), {o_run, s_run}, {IdentMap(wd), PerRowMap(w1)}, IdentMap(wd),
                Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
@@ -126,7 +161,7 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
                                .out = TileRect{.row0_t = y, .col0_t = x * vt, .w_t = vt}});
     }
   }
-  t.SetPlan(BlockPlan{.per_site_n = vt, .grid_y = fi.tiles_q, .grid_x = blocks, .num_blocks = split, .osw = vt});
+  t.SetPlan(BlockPlan{.per_site_n = vt, .grid_y = fi.tiles_q, .grid_x = blocks, .num_blocks = 1, .osw = vt});
   ASSIGN_OR_RETURN(Composition combine,
                    FinishSection(t, absl::StrCat(std::string(tag), "_flash_combine_", fi.items, "x", split, "_v", g.vd),
                                  std::move(items), acc, ApproxIn("attention", precision), target));

@@ -1,9 +1,8 @@
 // Flash-decoding (tt-metal's SDPA decode, FlashDecoding): a decode step's cache split across sites. A fold of
 // FlashGeometry.split parts deals its blocks round robin — part c folds blocks c, c + split, ... — and leaves each
 // part's maximum m_c, sum s_c and output normalized by its own sum, Ô_c = O_c / s_c, at fp32; the combine section
-// then merges the parts as the fold merges blocks: M' = max(M, m_c), w_c = e^(m_c - M') s_c, S = e^(M - M') S + w_c,
-// O = e^(M - M') O + w_c Ô_c, and divides once. The rescale identity is exact, so the split changes only the order
-// of the sums.
+// then merges every part at once: M = max_c m_c, w_c = e^(m_c - M) s_c, S = sum_c w_c, O = sum_c w_c Ô_c, and
+// divides once. The rescale identity is exact, so the split changes only the order of the sums.
 //
 // ★ ONE ITEM PER K/V HEAD LEAVES THE GRID IDLE. A decode step of 8 K/V heads (or MLA's one latent cache) is 8 (or
 // 4) items over a 64-site grid; split 8 (or 16) ways, every site streams its own part of the cache.
@@ -35,13 +34,16 @@ struct FlashPartials {
 FlashPartials FlashPartialsOf(const std::string& out);
 
 // The split a decode fold takes on `target`: the most parts that divide its blocks, leave each part two or more,
-// and keep the items within the grid's sites; 1 (no split) for a fold that is not a regrouped decode whose K/V head
+// keep the items within the grid's sites, and leave the parts' weights (and a sink's) within a tile's columns; 1
+// (no split) for a fold that is not a regrouped decode whose K/V head
 // is affine in its query tile, or a value part.
 int64_t DecodeSplit(const FlashGeometry& g, const Target& target);
 
 // The combine section of a split fold `g` into names.out (the fold's result, as the unsplit fold writes it), an item
-// per query tile folding the g.split parts as blocks; with sinks, each row starts from its head's sink (the fold's
-// "{out}__flash_sinks"). Section "{tag}_flash_combine_{items}x{split}_v{vd}", claim "attention in {precision}".
+// per query tile and block of value tiles, loading its g.split parts in one block each; with sinks, each row's
+// head's sink (the fold's "{out}__flash_sinks") is one more term of the softmax. No fold: one pass per item. Section
+// "{tag}_flash_combine_{items}x{split}_v{vd}", claim "attention in {precision}". NotLowered when the parts (and the
+// sink) outnumber a tile's columns (DecodeSplit never asks for that).
 absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                          const Target& target);
 

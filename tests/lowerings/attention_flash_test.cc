@@ -180,6 +180,27 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnRealTargets) {
   }
 }
 
+// A split decode's parts of one query tile share their prologue (the position, the scaler, the query: multicast
+// along ITEM_X, the part), and the combine merges every part at once, with no fold.
+TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
+  const Target& wh = Shipped("wormhole_n150");
+  const AttnCase c{.h = 32, .kv = 8, .hd = 128, .vd = 128, .l = 32768, .pos = Pos::kNamed, .p = 4096};
+  absl::StatusOr<Composition> comp = LowerAttention(AttnSpec(c), wh, Form::kFlashForm);
+  ASSERT_TRUE(comp.ok()) << comp.status();
+  const Section* fold = SectionNamed(*comp, "_split");
+  const Section* combine = SectionNamed(*comp, "_flash_combine_");
+  ASSERT_NE(fold, nullptr);
+  ASSERT_NE(combine, nullptr);
+  for (const char* name : {"load_pos", "load_scaler", "load_q"}) {
+    const int i = fold->FindStage(name);
+    ASSERT_GE(i, 0) << name;
+    EXPECT_EQ(std::get<Load>(fold->stages[i].op).multicast, LoopVar::kItemX) << name;
+  }
+  EXPECT_EQ(combine->num_blocks, 1);
+  for (const Stage& st : combine->stages) EXPECT_EQ(st.phase, Phase::kPrologue) << st.name;
+  ExpectAttnCertifies(*comp, wh);
+}
+
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
 // per query head otherwise.
 TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {
