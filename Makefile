@@ -38,8 +38,9 @@ bench: configure
 
 # The simulator against tt-metal's published GEMM tables; writes the rows of bench/fidelity/RESULTS.md.
 fidelity: configure
-	cmake --build $(BUILD) -j $(JOBS) --target gemm_fidelity llm_decode_fidelity
+	cmake --build $(BUILD) -j $(JOBS) --target gemm_fidelity llm_decode_fidelity sdpa_fidelity
 	$(BUILD)/bench/gemm_fidelity --markdown=bench/fidelity/results_table.md
+	SC_COPYRIGHT_MESSAGE=DISABLE $(BUILD)/bench/sdpa_fidelity --markdown=bench/fidelity/sdpa_table.md
 	SC_COPYRIGHT_MESSAGE=DISABLE $(BUILD)/bench/llm_decode_fidelity --markdown=bench/fidelity/llm_decode_table.md
 
 # The whole test suite under AddressSanitizer, UndefinedBehaviorSanitizer and LeakSanitizer (-O1: the suite runs
