@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -29,27 +30,56 @@ struct BodyCounts {
   int64_t mul = 0;
   int64_t other = 0;     // FloorDiv, Shr, Select
   std::vector<SfpuKind> unary;
+  // The FPU's prelude to a transform: Add/Sub and Mul nodes inside a Unary's argument whose whole subtree is
+  // Add/Sub/Mul of operands and constants.
+  int64_t prelude_add = 0;
+  int64_t prelude_mul = 0;
 };
 
-// Counts each distinct node once: a shared subtree is computed once and reused from a register.
+// Whether `n` is Add/Sub/Mul of operands and constants all the way down (what the FPU computes into Dst).
+bool FpuArithmetic(const BodyNode* n, std::unordered_map<const BodyNode*, bool>& memo) {
+  if (n == nullptr) return true;
+  if (auto it = memo.find(n); it != memo.end()) return it->second;
+  bool ok = false;
+  switch (n->op) {
+    case BodyOp::kOperand:
+    case BodyOp::kConst: ok = true; break;
+    case BodyOp::kAdd:
+    case BodyOp::kSub:
+    case BodyOp::kMul: ok = FpuArithmetic(n->a.get(), memo) && FpuArithmetic(n->b.get(), memo); break;
+    default: ok = false; break;
+  }
+  memo[n] = ok;
+  return ok;
+}
+
+// Counts each distinct node once: a shared subtree is computed once and reused from a register. ★ THE FPU FEEDS
+// THE SFPU: arithmetic inside a transform's argument that the FPU can do (Add/Sub/Mul of operands and constants) is
+// the eltwise binary that writes Dst before the transform runs in place — tt-metal's sub_tiles_bcast_cols before
+// exp_tile (ttnn sdpa compute_common.hpp, sub_exp_block_bcast_cols_inplace) — so it is counted as the prelude, not
+// as SFPU instructions. Everything else beside a transform runs on the SFPU.
 BodyCounts CountBody(const Body& body) {
   BodyCounts c;
   std::unordered_set<const BodyNode*> seen;
-  std::vector<const BodyNode*> stack;
-  if (body.defined()) stack.push_back(body.get());
+  std::unordered_map<const BodyNode*, bool> fpu;
+  std::vector<std::pair<const BodyNode*, bool>> stack;  // (node, under a transform)
+  if (body.defined()) stack.push_back({body.get(), false});
   while (!stack.empty()) {
-    const BodyNode* n = stack.back();
+    const auto [n, under] = stack.back();
     stack.pop_back();
     if (n == nullptr || !seen.insert(n).second) continue;
+    const bool prelude = under && FpuArithmetic(n, fpu);
     switch (n->op) {
       case BodyOp::kAdd:
       case BodyOp::kSub:
+        ++(prelude ? c.prelude_add : c.add_like);
+        break;
       case BodyOp::kMin:
       case BodyOp::kMax:
         ++c.add_like;
         break;
       case BodyOp::kMul:
-        ++c.mul;
+        ++(prelude ? c.prelude_mul : c.mul);
         break;
       case BodyOp::kFloorDiv:
       case BodyOp::kShr:
@@ -64,7 +94,7 @@ BodyCounts CountBody(const Body& body) {
         break;
     }
     for (const Body* child : {&n->a, &n->b, &n->c}) {
-      if (child->defined()) stack.push_back(child->get());
+      if (child->defined()) stack.push_back({child->get(), under || n->op == BodyOp::kUnary});
     }
   }
   return c;
@@ -264,6 +294,8 @@ ComputeCost GenericCost(const Section& s, const Stage& st, const Generic& g, con
     for (const SfpuKind& k : bc.unary) per_tile += SfpuCycles(target, k);
     const std::optional<double> face_tiles = SfpuFaceTiles(s, st, g, target);
     c.sfpu = (face_tiles ? std::min(wt, *face_tiles) : wt) * per_tile;
+    c.fpu = wt * (static_cast<double>(bc.prelude_add) * costs.eltwise_add_per_tile() +
+                  static_cast<double>(bc.prelude_mul) * p.fidelity_phases * costs.eltwise_mul_per_tile());
   }
   if (reduce) c.fpu += wt * costs.eltwise_add_per_tile();
   // Unpack: each distinct input buffer's tiles, at most a page of them (a broadcast reads one tile).
@@ -283,7 +315,8 @@ ComputeCost GenericCost(const Section& s, const Stage& st, const Generic& g, con
   if (costs.pack_bytes_per_cycle() > 0) c.pack = out_bytes / costs.pack_bytes_per_cycle();
   c.latency = costs.pipeline_latency();
   c.tiles = std::max<int64_t>(1, work_tiles);
-  const int64_t ops = bc.add_like + bc.mul + bc.other + static_cast<int64_t>(bc.unary.size()) + (reduce ? 1 : 0);
+  const int64_t ops = bc.add_like + bc.mul + bc.other + bc.prelude_add + bc.prelude_mul +
+                      static_cast<int64_t>(bc.unary.size()) + (reduce ? 1 : 0);
   c.flops = static_cast<double>(points) * static_cast<double>(ops);
   return c;
 }
