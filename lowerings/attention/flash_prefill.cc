@@ -251,21 +251,18 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const BufferId l_blk = t.AddScratchDeep("block_sum", 1, 1, acc);
   t.AddGeneric("block_sum", per_score_pool(IterKind::kReduceSum), {p_buf, sc_in}, {score_at, ConstMap()}, stat, Op(0),
                l_blk);
-  // O_b = P · V, a value page at a time: the chunk's qc x kb probability tiles against the block's kb x vt value
-  // tiles.
-  std::vector<BufferId> o_blks;
+  // O' = a * O + P · V, a value page at a time, as tt-metal's SDPA folds it: the running output is scaled in place,
+  // then the chunk's qc x kb probability tiles against the block's kb x vt value tiles accumulate onto it, the packer
+  // adding each Dst sub-block into the page (packer L1 accumulation, the plan's pack_accumulate: no reload).
   for (int64_t j = 0; j < nv; ++j) {
-    const BufferId o_blk = t.AddScratchDeep(part("block_out", j), 1, qc * vt, acc);
-    t.AddMatmul(part("block_out", j), MatmulTiles{.m_tiles = qc, .n_tiles = vt, .k_tiles = kb}, p_buf, v_ins[j],
-                o_blk);
-    o_blks.push_back(o_blk);
+    t.AddGeneric(part("rescale_out", j), per_value, {o_runs[j], alpha}, {value_at, stat}, value_at,
+                 Mul(Op(0), Op(1)), o_runs[j]);
+    t.AddMatmul(part("block_out", j),
+                MatmulTiles{.m_tiles = qc, .n_tiles = vt, .k_tiles = kb, .accumulate = true}, p_buf, v_ins[j],
+                o_runs[j]);
   }
   t.AddGeneric("fold_sum", HeadSpace(tr, qc), {s_run, alpha, l_blk}, {stat, stat, stat}, stat,
                Add(Mul(Op(0), Op(1)), Op(2)), s_run);
-  for (int64_t j = 0; j < nv; ++j) {
-    t.AddGeneric(part("fold_out", j), per_value, {o_runs[j], alpha, o_blks[j]}, {value_at, stat, value_at}, value_at,
-                 Add(Mul(Op(0), Op(1)), Op(2)), o_runs[j]);
-  }
   t.AddGeneric("fold_max", HeadSpace(tr, qc), {m_run, m_new}, {stat, stat}, stat, Op(1), m_run);
   AddNextStart(t, mask, blocks * kb, kb * tr);
 
@@ -300,7 +297,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     if (qc % d == 0 && d * osw <= half_dst) osh = d;
   }
   t.SetPlan(BlockPlan{.per_site_m = qc, .per_site_n = kb, .grid_y = 0, .grid_x = 0, .num_blocks = blocks, .osh = osh,
-                      .osw = osw});
+                      .osw = osw, .pack_accumulate = true});
   const std::string values = g.vd != g.hd ? absl::StrCat("_v", g.vd) : "";
   return FinishSection(t,
                        absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",
