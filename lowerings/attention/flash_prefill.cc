@@ -302,7 +302,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   return FinishSection(t,
                        absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",
                                     qc, "_kb", kb, "_c", range.first, "to", range.last - 1),
-                       std::move(items), acc, ApproxIn("attention", precision), target);
+                       std::move(items), acc, ApproxIn("attention", precision), target, DstPolicy::kStreamed);
 }
 
 }  // namespace
@@ -336,28 +336,28 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
   // those below it, so that the last block ends there.
   const int64_t span_t = LastLimit(g) == g.rows ? rows_t : LastLimit(g) / tr;
   const int64_t v_t = g.vd / tw;
-  const int64_t page = RowBlockTiles(target);
   // The candidates, best first: items enough to fill the grid (a chunk of qc tiles makes qc times fewer items), then
-  // the most score tiles a block (qc * kb, at most an accumulator page: the probabilities are one Generic's result),
-  // then the most query tiles a chunk (each block's K/V crosses the NoC once for qc query tiles: tt-metal's
-  // q_chunk). A chunk divides the query tiles and a block the cache's tile rows
-  // (no load reads past a tensor); a value page is the widest that divides the values and fits a page for the chunk.
+  // the most score tiles a block (qc * kb: the per-block chain — the maximum, the rescale, the updates — runs once for
+  // them all), then the most query tiles a chunk (each block's K/V crosses the NoC once for qc query tiles:
+  // tt-metal's q_chunk). The probabilities and the output are elementwise pages, which stream through Dst (the
+  // section is sealed with DstPolicy::kStreamed); a site's memory and circular buffers bound them (checked below).
+  // At most tt-metal's largest chunks: 8 query tiles (256 rows) and 16 key tiles (512 positions). A chunk divides the
+  // query tiles and a block the cache's tile rows (no load reads past a tensor); the values one page if it fits.
   std::vector<Chunking> candidates;
-  for (int64_t qc = std::min({fi.tiles_q, page, tw}); qc >= 1; --qc) {
+  for (int64_t qc = std::min<int64_t>({fi.tiles_q, 8, tw}); qc >= 1; --qc) {
     if (fi.tiles_q % qc != 0) continue;
-    int64_t vt = 0;
-    for (int64_t d = 1; d <= v_t && qc * d <= page; ++d) {
-      if (v_t % d == 0) vt = d;
-    }
-    if (vt == 0) continue;
-    for (int64_t kb = std::min(span_t, page / qc); kb >= 1; --kb) {
-      if (rows_t % kb == 0 && span_t % kb == 0) candidates.push_back(Chunking{qc, kb, vt});
+    for (int64_t kb = std::min<int64_t>(span_t, 16); kb >= 1; --kb) {
+      if (rows_t % kb != 0 || span_t % kb != 0) continue;
+      for (int64_t vt = v_t; vt >= 1; --vt) {
+        if (v_t % vt == 0) candidates.push_back(Chunking{qc, kb, vt});
+      }
     }
   }
   auto busy = [&](const Chunking& c) { return std::min(target.sites(), fi.tiles_q / c.qc * fi.per_row); };
   std::stable_sort(candidates.begin(), candidates.end(), [&](const Chunking& a, const Chunking& b) {
     if (busy(a) != busy(b)) return busy(a) > busy(b);
-    return a.qc * a.kb != b.qc * b.kb ? a.qc * a.kb > b.qc * b.kb : a.qc > b.qc;
+    if (a.qc * a.kb != b.qc * b.kb) return a.qc * a.kb > b.qc * b.kb;
+    return a.qc != b.qc ? a.qc > b.qc : a.vt > b.vt;
   });
   for (const Chunking& ch : candidates) {
     const int64_t chunks = fi.tiles_q / ch.qc;

@@ -251,7 +251,8 @@ void WireFirstReaders(Template& t) {
 }
 
 absl::StatusOr<Composition> FinishSection(Template& t, std::string name, std::vector<WorkItem> items,
-                                          Precision acc_precision, NumericsClaim claim, const Target& target) {
+                                          Precision acc_precision, NumericsClaim claim, const Target& target,
+                                          DstPolicy policy) {
   // A section computes into the accumulator at its acc precision; a target without one (Grayskull has no 32-bit
   // Dst) cannot run it, so it is refused here rather than certified against a register that does not exist.
   if (target.effective_acc_tiles(acc_precision, true) <= 0) {
@@ -264,7 +265,10 @@ absl::StatusOr<Composition> FinishSection(Template& t, std::string name, std::ve
   const int64_t budget = target.effective_acc_tiles(acc_precision, true);
   const Section& s = t.section();
   for (const Stage& st : s.stages) {
-    const int64_t tiles = DstTiles(s, st);  // spatial/semantics/footprint.h, the certifier's measure too
+    // The certifier's measure (spatial/semantics/footprint.h), or the seed's whole page for every Generic.
+    const int64_t tiles = policy == DstPolicy::kStreamed || !st.is_generic() || st.outs.empty()
+                              ? DstTiles(s, st)
+                              : s.buffers[st.outs[0]].page_tiles;
     if (tiles > budget) {
       return AccTilesExceeded(absl::StrCat("stage '", st.name, "' of ", name, " computes a page of ", tiles,
                                            " tiles; the accumulator holds ", budget, " ",

@@ -105,10 +105,17 @@ absl::Status CheckElements(std::string_view kind, std::string_view field, int64_
 void WireFirstReaders(Template& t);
 
 // ── Sealing ──
+// How a lowering sizes its compute pages against the accumulator. kWholePage is the seed's policy (AccPolicy::F32):
+// every compute page fits Dst, so the seed's forms and their refusals stand. kStreamed takes what the machine needs
+// (DstTiles, the certifier's measure): an elementwise page streams through Dst a tile at a time.
+enum class DstPolicy { kWholePage, kStreamed };
+
 // Seals `t` (Template::Finish) into a one-section composition for `target`: refuses with AccTilesExceeded when a
-// compute stage's result page holds more tiles than RowBlockTiles, and records the target and its tile shape.
+// compute stage's result page holds more tiles than the accumulator (under `policy`), and records the target and
+// its tile shape.
 absl::StatusOr<Composition> FinishSection(Template& t, std::string name, std::vector<WorkItem> items,
-                                          Precision acc_precision, NumericsClaim claim, const Target& target);
+                                          Precision acc_precision, NumericsClaim claim, const Target& target,
+                                          DstPolicy policy = DstPolicy::kWholePage);
 
 }  // namespace spatial
 

@@ -1,5 +1,7 @@
 #include "spatial/semantics/footprint.h"
 
+#include <algorithm>
+
 #include "spatial/semantics/interval.h"
 
 namespace spatial {
@@ -18,6 +20,8 @@ int64_t SectionFootprint(const Section& s, int64_t tile_rows, int64_t tile_cols)
 int64_t DstTiles(const Section& s, const Stage& st) {
   if (st.is_matmul()) return 1;
   if (!st.is_generic() || st.outs.empty()) return 0;
+  const auto& iters = std::get<Generic>(st.op).iters;
+  if (std::none_of(iters.begin(), iters.end(), [](const IterSpec& it) { return IsReduce(it.kind); })) return 1;
   const BufferId b = st.outs[0];
   return b >= 0 && b < static_cast<BufferId>(s.buffers.size()) ? s.buffers[b].page_tiles : 0;
 }

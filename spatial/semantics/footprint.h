@@ -13,8 +13,11 @@ namespace spatial {
 int64_t BufferBytes(const Buffer& b, int64_t tile_rows, int64_t tile_cols);
 int64_t SectionFootprint(const Section& s, int64_t tile_rows, int64_t tile_cols);
 
-// The accumulator (Dst) tiles a compute stage needs at once. A Generic computes its whole output page in Dst
-// before the packer writes it out: its page. A MatmulTiles page lives in local memory and is computed a Dst
+// The accumulator (Dst) tiles a compute stage needs at once. A reducing Generic computes its whole output page in
+// Dst before the packer writes it out (its partial results stay there while the reduction runs): its page. An
+// elementwise Generic (no reduce axis) computes each output point from its inputs alone, so its page streams
+// through Dst a tile at a time, packed out as it goes (tt-metal's eltwise kernels: acquire_dst, compute, pack,
+// release): one tile. A MatmulTiles page lives in local memory and is computed a Dst
 // sub-block at a time (tt-metal's out_subblock_h x out_subblock_w, at least one tile), each sub-block accumulating
 // its K tiles in Dst and packed out before the next: one tile is the least it needs (DESIGN §8: the engine
 // accumulates in Dst when the block fits, through local memory when it does not). 0 for a non-compute stage.

@@ -40,7 +40,8 @@ TEST(Certificate, RecordsFootprintAccumulatorAndAddresses) {
   EXPECT_EQ(s.local_mem_bytes(), 90112);
   EXPECT_EQ(s.footprint_margin_bytes(), 89088);
   EXPECT_EQ(s.buffers(), 2);
-  EXPECT_EQ(s.acc_tiles_used(), 2);
+  // The scale is elementwise: its 2-tile page streams through Dst a tile at a time.
+  EXPECT_EQ(s.acc_tiles_used(), 1);
   EXPECT_EQ(s.acc_tiles_capacity(), 4);
   EXPECT_EQ(s.acc_widest_stage(), "scale");
   ASSERT_EQ(s.tile_accesses_size(), 2);
@@ -86,7 +87,10 @@ Composition WideOut(Precision acc) {
   const BufferId in = t.AddBuffer("in", 2, Precision::kBf16);
   const BufferId out = t.AddBuffer("out", 5, Precision::kBf16);
   const StageId l = t.AddLoad("load_x", x, {}, 2, in);
-  const StageId g = t.AddGeneric("scale", FlatSpace(16), {in}, {At(0)}, At(0), Op(0), out);
+  // A reduction (of extent 1) holds its whole page in Dst; an elementwise page would stream through it.
+  std::vector<IterSpec> space = FlatSpace(16);
+  space.push_back({LoopVar::kK, 1, IterKind::kReduceSum});
+  const StageId g = t.AddGeneric("scale", std::move(space), {in}, {At(0)}, At(0), Op(0), out);
   const StageId s = t.AddStore("store_y", y, {}, 2, out);
   t.AddEdge(l, in, g);
   t.AddEdge(g, out, s);
