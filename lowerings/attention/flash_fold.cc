@@ -105,6 +105,18 @@ void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t it
   t.AddGeneric("init_sum", space, {}, {}, at, Const(sinks ? 1.0 : 0.0), s_run);
 }
 
+void MulticastSharedPrologue(Template& t, LoopVar axis) {
+  const AddrVar var = axis == LoopVar::kItemX ? AddrVar::kItemX : AddrVar::kItemY;
+  for (StageId i = 0; i < static_cast<StageId>(t.section().stages.size()); ++i) {
+    const Stage& st = t.section().stages[i];
+    const auto* ld = std::get_if<Load>(&st.op);
+    if (ld != nullptr && st.phase == Phase::kPrologue && ld->multicast == LoopVar::kUnspecified &&
+        !ld->pattern.origin.indirect && !TileForm(ld->pattern).Uses(var)) {
+      t.SetMulticast(i, axis);
+    }
+  }
+}
+
 std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler,
                                            int64_t cols) {
   const int64_t tr = t.tile_rows();
@@ -355,19 +367,9 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
                     out);
   }
   WireFirstReaders(t);
-  // ★ A SPLIT FOLD'S PARTS SHARE THEIR PROLOGUE. Every part of a query tile reads the same position, scaler, query
-  // and tables (no step on ITEM_X, the part): the machine reads each once and multicasts it along the parts' row of
-  // sites, not once per part from one DRAM channel (64 parts reading one tile of P took ~8 us, issue #12).
-  if (split > 1) {
-    for (StageId i = 0; i < static_cast<StageId>(t.section().stages.size()); ++i) {
-      const Stage& st = t.section().stages[i];
-      const auto* ld = std::get_if<Load>(&st.op);
-      if (ld != nullptr && st.phase == Phase::kPrologue && ld->multicast == LoopVar::kUnspecified &&
-          !ld->pattern.origin.indirect && !TileForm(ld->pattern).Uses(AddrVar::kItemX)) {
-        t.SetMulticast(i, LoopVar::kItemX);
-      }
-    }
-  }
+  // ★ A SPLIT FOLD'S PARTS SHARE THEIR PROLOGUE: every part of a query tile reads the same position, scaler, query
+  // and tables (no step on ITEM_X, the part).
+  if (split > 1) MulticastSharedPrologue(t, LoopVar::kItemX);
 
   // Item y owns query tile y / per_row of head y mod per_row and reads K/V head kv_of(head) (grouped: query tile y,
   // of K/V head y / GroupTiles).

@@ -69,6 +69,12 @@ ElemAccess StatMap(int64_t cols, int64_t tile_cols);
 void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t items, Precision precision,
                      BufferId m_run, BufferId s_run, LoopVar sink_item = LoopVar::kItemY, int64_t cols = 1);
 
+// ★ ITEMS THAT READ ONE TILE SHARE IT: every prologue Load of `t` (not yet multicast, not a gather) whose block takes
+// no step on `axis` is marked multicast along it (DESIGN §3.4), so the machine reads it once for the items of a
+// group instead of once per item from one DRAM channel (64 parts of a split decode reading one tile of P took ~8 us,
+// issue #12). The meaning is unchanged.
+void MulticastSharedPrologue(Template& t, LoopVar axis);
+
 // The running maximum's update, the fold's and the split combine's (flash_split.h) alike: stages "new_max"
 // (m' = max(m_run, m_in) per row, the NaN-ignoring pool; `scaler` the reduce engine's ones tile) and "rescale"
 // (a = e^(m_run - m'), the accurate exp), into fp32 scratch, each in StatMap(cols) layout. Returns (m', a).

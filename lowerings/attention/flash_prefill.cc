@@ -276,6 +276,8 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
                     {.h = qc, .w = vt, .pitch = out_width_t}, out);
   }
   WireFirstReaders(t);
+  // The heads of a chunk read the same scaler and limit tables (no step on ITEM_X, the head).
+  MulticastSharedPrologue(t, LoopVar::kItemX);
 
   std::vector<WorkItem> items;
   for (int64_t y = range.first; y < range.last; ++y) {
@@ -284,20 +286,11 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
                                .out = TileRect{.row0_t = y * qc, .col0_t = h * v_t, .h_t = qc, .w_t = v_t}});
     }
   }
-  // No placement grid: the items go round robin, so the chunks of a head that run together sit on many sites. The
-  // products' Dst sub-block (tt-metal's out_subblock_h/w): the widest that divides a qc x kb product within half of
-  // Dst, taller first, so both unpackers feed osh + osw tiles for osh * osw products; the value product shares it
-  // where its pages are kb wide too (SubBlockOf, sim/machine/stage_cost.cc).
-  const int64_t half_dst = std::max<int64_t>(1, target.effective_acc_tiles(acc, false));
-  int64_t osw = 1, osh = 1;
-  for (int64_t d = 1; d <= kb; ++d) {
-    if (kb % d == 0 && d <= half_dst) osw = d;
-  }
-  for (int64_t d = 1; d <= qc; ++d) {
-    if (qc % d == 0 && d * osw <= half_dst) osh = d;
-  }
-  t.SetPlan(BlockPlan{.per_site_m = qc, .per_site_n = kb, .grid_y = 0, .grid_x = 0, .num_blocks = blocks, .osh = osh,
-                      .osw = osw, .pack_accumulate = true});
+  // No placement grid: the items go round robin, so the chunks of a head that run together sit on many sites. No
+  // sub-block either: each product takes tt-metal's own for its page (SubBlockOf, sim/machine/stage_cost.cc). The
+  // value products accumulate onto the running output with the packer (pack_accumulate: no reload).
+  t.SetPlan(BlockPlan{.per_site_m = qc, .per_site_n = kb, .grid_y = 0, .grid_x = 0, .num_blocks = blocks, .osh = 0,
+                      .osw = 0, .pack_accumulate = true});
   const std::string values = g.vd != g.hd ? absl::StrCat("_v", g.vd) : "";
   return FinishSection(t,
                        absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",

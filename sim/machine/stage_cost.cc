@@ -129,18 +129,28 @@ int64_t BufferPageTiles(const Section& s, BufferId b) {
 }
 
 // The Dst sub-block a MatmulTiles page is computed in: the section plan's (tt-metal's out_subblock_h/w) when it
-// describes this product, else one row of the largest width that divides n and fits half of Dst.
+// describes this product, else tt-metal's own choice (ttnn matmul's SUBBLOCK_HW_CHOICES): the most tiles that divide
+// the page and fit half of Dst, the squarest of those, the taller of two — so both unpackers feed as few tiles per
+// product as the page allows (a 1-row page keeps one row of the widest width).
 std::pair<int64_t, int64_t> SubBlockOf(const Section& s, const MatmulTiles& mm, const Target& target) {
   if (s.plan && s.plan->per_site_m == mm.m_tiles && s.plan->per_site_n == mm.n_tiles && s.plan->osh >= 1 &&
       s.plan->osw >= 1 && mm.m_tiles % s.plan->osh == 0 && mm.n_tiles % s.plan->osw == 0) {
     return {s.plan->osh, s.plan->osw};
   }
   const int64_t cap = std::max<int64_t>(1, target.effective_acc_tiles(s.acc_precision, false));
-  int64_t w = 1;
-  for (int64_t d = 1; d <= std::min(cap, mm.n_tiles); ++d) {
-    if (mm.n_tiles % d == 0) w = d;
+  std::pair<int64_t, int64_t> best{1, 1};
+  auto better = [](std::pair<int64_t, int64_t> a, std::pair<int64_t, int64_t> b) {
+    if (a.first * a.second != b.first * b.second) return a.first * a.second > b.first * b.second;
+    const int64_t da = std::llabs(a.first - a.second), db = std::llabs(b.first - b.second);
+    return da != db ? da < db : a.first > b.first;
+  };
+  for (int64_t h = 1; h <= std::min(cap, mm.m_tiles); ++h) {
+    if (mm.m_tiles % h != 0) continue;
+    for (int64_t w = 1; h * w <= cap && w <= mm.n_tiles; ++w) {
+      if (mm.n_tiles % w == 0 && better({h, w}, best)) best = {h, w};
+    }
   }
-  return {1, w};
+  return best;
 }
 
 // tt-metal's matmul_block, sub-block by sub-block (bmm_large_block_zm compute kernel): for each osh x osw
