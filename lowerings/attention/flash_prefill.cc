@@ -266,12 +266,16 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   t.AddGeneric("fold_max", HeadSpace(tr, qc), {m_run, m_new}, {stat, stat}, stat, Op(1), m_run);
   AddNextStart(t, mask, blocks * kb, kb * tr);
 
-  // ── The epilogue, once per item: O / s into the chunk's tiles of the dense result.
+  // ── The epilogue, once per item: O / s into the chunk's tiles of the dense result. The reciprocal is taken once
+  // a row, on the sums' column (tt-metal's recip_block_inplace on the statistics), and the output scaled by it on
+  // the FPU, not once an output element.
   t.SetPhase(epilogue_phase);
+  const BufferId inv_sum = t.AddScratchDeep("inverse_sum", 1, 1, acc);
+  t.AddGeneric("inverse_sum", HeadSpace(tr, qc), {s_run}, {stat}, stat, Unary(SfpuKind::Recip(), Op(0)), inv_sum);
   for (int64_t j = 0; j < nv; ++j) {
     const BufferId out = t.AddBufferDeep(part("out", j), 2, qc * vt, precision);
-    t.AddGeneric(part("normalize", j), per_value, {o_runs[j], s_run}, {value_at, stat}, value_at,
-                 Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
+    t.AddGeneric(part("normalize", j), per_value, {o_runs[j], inv_sum}, {value_at, stat}, value_at,
+                 Mul(Op(0), Op(1)), out);
     t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, qc * out_width_t}, {LoopVar::kItemX, v_t}},
                     {.h = qc, .w = vt, .pitch = out_width_t}, out);
   }
