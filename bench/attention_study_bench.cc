@@ -30,15 +30,16 @@
 //
 // CLAIMS (asserted; the binary exits 1 and names each claim that fails):
 //   - every lowered program certifies on wormhole_n150, and every roofline fraction is in (0, 1];
-//   - prefill, as lowered (one item per (query tile, head), streaming its K/V head from DRAM): it reads its K/V head
-//     once per item, items x blocks x 16 KiB of DRAM, so the report's roofline is DRAM-limited, NOT matrix-limited
-//     (DESIGN §11 expects matrix-bound; hardware-facts §5.4: the intensity is the query chunk, 32 rows, far below
-//     the 455 FLOP/byte HiFi2 ridge); on the compute side, with approximate exp the matrix engine is busier than the
-//     SFPU, with accurate exp the SFPU is busier than the matrix engine by more than 2.5x (hardware-facts §5.2:
-//     "with accurate exp the SFPU is the bottleneck (~2.5-5x the HiFi2 matmul time)");
+//   - prefill, as lowered (the prefill fold, flash_prefill.h: chunks of query tiles against blocks of key tiles, the
+//     K/V blocks multicast along a head's chunks): it reads its K/V far less than once per (query tile, head) item
+//     (the one-tile fold read items x blocks x 16 KiB, 2.1 GB), so the report's roofline is compute-limited, as
+//     DESIGN §11 expects; with approximate exp the SFPU is not saturated, with accurate exp the SFPU is busier than
+//     the matrix engine by more than 2.5x (hardware-facts §5.2: "with accurate exp the SFPU is the bottleneck
+//     (~2.5-5x the HiFi2 matmul time)");
 //   - decode is DRAM-limited in the report's roofline (DESIGN §11, hardware-facts §5.4);
 //   - numerics (hardware-facts §5.3, tt-metal's SDPA recipes against f64 on the same bf16 inputs): accurate exp
-//     < 0.4% relative L2 (ACCURATE 0.18%, BALANCED 0.39%); approx with an exact rescale < 3% (legacy 2.54%,
+//     at the target's HiFi2 < 1.25% relative L2 (between BALANCED 0.39%, whose QK runs at HiFi4, and STANDARD
+//     2.37%; ACCURATE's 0.18% runs both at HiFi4); approx with an exact rescale < 3% (legacy 2.54%,
 //     STANDARD 2.37% at K = 4096); approx as simulated within (1 - c0^(nb-1)) + 4.5%, c0 = fast_exp(0) — every
 //     block's rescale multiplies all earlier blocks by c0 ~ 0.9785 (bench/attention_study.md); and
 //     accurate < approx_exact_rescale < approx.
@@ -303,19 +304,18 @@ void PrefillTiming(benchmark::State& state, Variant variant) {
     Run r = LowerCertifySimulate(state, kCache, 1, false, variant, true);
     if (!r.ok) return;
     const proto::SimReport& rep = r.report;
-    // Every (query tile, head) item streams its K/V head: 64 blocks of hd/32 K tiles and hd/32 V tiles, bf16.
+    // What the one-tile fold read: every (query tile, head) item streamed its K/V head, 64 blocks of hd/32 K tiles and
+    // hd/32 V tiles, bf16. The prefill fold's chunks and multicast read a small part of it.
     const double items = static_cast<double>(kCache / kTile * kHeads), blocks = kCache / kTile;
     const double kv_bytes = items * blocks * 2.0 * (kHeadDim / kTile) * kTile * kTile * 2.0;
-    Claim(state, static_cast<double>(rep.dram_read_bytes()) >= kv_bytes,
-          absl::StrCat("every item streams its K/V head: DRAM reads >= ", kv_bytes, " bytes, got ",
+    Claim(state, static_cast<double>(rep.dram_read_bytes()) < kv_bytes / 8,
+          absl::StrCat("K/V are not streamed per (query tile, head): DRAM reads < ", kv_bytes / 8, " bytes, got ",
                        rep.dram_read_bytes()));
-    Claim(state, rep.roofline().limited_by() == "dram",
-          absl::StrCat("the lowered prefill's roofline is DRAM-limited (K/V re-read per query tile), got ",
-                       rep.roofline().limited_by()));
+    Claim(state, rep.roofline().limited_by() == "compute",
+          absl::StrCat("the lowered prefill's roofline is compute-limited, got ", rep.roofline().limited_by()));
     if (variant == Variant::kApprox) {
-      // The rescale exp(m - m') runs the ACCURATE exp even in approx mode (a one-tile column per block, 1161
-      // cycles), so the SFPU carries that next to the fast probabilities and is busier than the matrix engine
-      // (measured 30% vs 9%); the claim is only that it is not saturated.
+      // The rescale exp(m - m') runs the ACCURATE exp even in approx mode (half a tile per block), next to the fast
+      // probabilities (measured: sfpu 23%, matrix 42%); the claim is only that the SFPU is not saturated.
       Claim(state, Busy(rep, "sfpu") < 0.6,
             absl::StrCat("with approximate exp the SFPU is not saturated (sfpu ", Busy(rep, "sfpu"), ")"));
     } else {
@@ -336,8 +336,11 @@ void PrefillNumerics(benchmark::State& state, Variant variant) {
     const double blocks = static_cast<double>(kCache / kTile);
     switch (variant) {
       case Variant::kAccurate:
-        Claim(state, e > 0 && e < 0.004,
-              absl::StrCat("accurate-exp relative L2 within tt-metal's accurate band (< 0.4%), got ", e));
+        // Both contractions at the target's HiFi2 (bf16 operands, the left one's last mantissa bit dropped): between
+        // tt-metal's BALANCED (0.39%, QK at HiFi4) and STANDARD (2.37%) bands, as tests/sim/attention_sim_test.cc
+        // bounds it; ACCURATE's 0.18% is at HiFi4.
+        Claim(state, e > 0 && e < 0.0125,
+              absl::StrCat("accurate-exp relative L2 below the HiFi2 bound (< 1.25%), got ", e));
         break;
       case Variant::kApproxExactRescale:
         Claim(state, e > 0 && e < 0.03,
