@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/fidelity/runner.h"
 #include "certify/certify.h"
 #include "lowerings/registry.h"
 #include "proto/op.pb.h"
@@ -305,17 +306,14 @@ std::string NumericsTable(const Target& target) {
 }
 
 int Main(int argc, char** argv) {
-  std::string data = FIDELITY_DATA_DIR, markdown, only;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--data=", 0) == 0) data = a.substr(7);
-    else if (a.rfind("--markdown=", 0) == 0) markdown = a.substr(11);
-    else if (a.rfind("--only=", 0) == 0) only = a.substr(7);
-    else {
-      std::fprintf(stderr, "usage: gemm_fidelity [--data=DIR] [--markdown=FILE] [--only=SUBSTRING]\n");
-      return 2;
-    }
+  fidelity::RunnerArgs args;
+  if (!fidelity::ParseRunnerArgs(argc, argv, "gemm_fidelity [--data=DIR] [--markdown=FILE] [--only=SUBSTRING]", true,
+                                 &args)) {
+    return 2;
   }
+  const std::string& data = args.data;
+  const std::string& markdown = args.markdown;
+  const std::string& only = args.only;
   std::ostringstream md;
   md << "| table | M | K | N | dtype | fidelity | sites | bound | published TFLOP/s | simulated TFLOP/s | "
         "simulated / published | tt-metal's blocking: simulated TFLOP/s | ratio |\n"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "bench/fidelity/runner.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -70,20 +71,12 @@ std::vector<Row> ReadRows(const std::string& path, std::string* error) {
 }
 
 int Main(int argc, char** argv) {
-  std::string data = FIDELITY_DATA_DIR, markdown;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--data=", 0) == 0) {
-      data = a.substr(7);
-    } else if (a.rfind("--markdown=", 0) == 0) {
-      markdown = a.substr(11);
-    } else {
-      std::fprintf(stderr, "usage: llm_decode_fidelity [--data=DIR] [--markdown=FILE]\n");
-      return 2;
-    }
+  fidelity::RunnerArgs args;
+  if (!fidelity::ParseRunnerArgs(argc, argv, "llm_decode_fidelity [--data=DIR] [--markdown=FILE]", false, &args)) {
+    return 2;
   }
   std::string error;
-  const std::vector<Row> rows = ReadRows(absl::StrCat(data, "/tt_metal_llm_decode.csv"), &error);
+  const std::vector<Row> rows = ReadRows(absl::StrCat(args.data, "/tt_metal_llm_decode.csv"), &error);
   if (!error.empty() || rows.empty()) {
     std::fprintf(stderr, "error: %s\n", error.empty() ? "no rows" : error.c_str());
     return 2;
@@ -129,15 +122,7 @@ int Main(int argc, char** argv) {
               ratios.size(), median, sorted.front(), sorted.back());
   md << absl::StrFormat("\nMedian simulated / published over %d rows: %.2f (min %.2f, max %.2f).\n",
                         static_cast<int>(ratios.size()), median, sorted.front(), sorted.back());
-  if (!markdown.empty()) {
-    std::ofstream out(markdown);
-    out << md.str();
-    if (!out) {
-      std::fprintf(stderr, "error: cannot write %s\n", markdown.c_str());
-      return 1;
-    }
-  }
-  return 0;
+  return fidelity::WriteMarkdown(args.markdown, md.str()) ? 0 : 1;
 }
 
 }  // namespace

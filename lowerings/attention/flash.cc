@@ -81,12 +81,19 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
       (!carried || *carried > target.max_local_mem_bytes())) {
     return ValuePages(names, g, tag, target);
   }
-  // A block of query rows takes the prefill fold where it applies (flash_prefill.h), else the one-tile fold.
-  absl::StatusOr<Composition> prefill = PrefillFoldApplies(g, target) ? PrefillFold(names, g, tag, target)
-                                                                      : NotLowered("not a prefill");
-  if (!prefill.ok() && !IsRefusal(prefill.status())) return prefill.status();
+  // A block of query rows takes the prefill fold where it applies and fits a site (flash_prefill.h), else the
+  // one-tile fold.
+  std::optional<Composition> prefill;
+  if (PrefillFoldApplies(g, target)) {
+    absl::StatusOr<Composition> p = PrefillFold(names, g, tag, target);
+    if (p.ok()) {
+      prefill = *std::move(p);
+    } else if (!IsRefusal(p.status())) {
+      return p.status();
+    }
+  }
   Composition fold;
-  if (prefill.ok()) {
+  if (prefill) {
     fold = *std::move(prefill);
   } else {
     ASSIGN_OR_RETURN(fold, FlashFold(names, g, tag, target));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash_mask.h"
 #include "lowerings/attention/flash_split.h"
+#include "lowerings/elementwise/elementwise.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "lowerings/toolkit/tables_rows_common.h"
@@ -28,13 +29,6 @@ std::vector<IterSpec> Contract(int64_t r, int64_t c, int64_t k) {
   return {{LoopVar::kRow, r, IterKind::kParallel},
           {LoopVar::kCol, c, IterKind::kParallel},
           {LoopVar::kK, k, IterKind::kReduceSum}};
-}
-
-// x soft-capped at c, c*tanh(x/c), as 2c*sigmoid(2x/c) - c: one exponential and one reciprocal (the SFPU has no
-// tanh), reaching +-c in both tails (the seed's `capped`, l.141-146).
-Body Capped(Body x, double c) {
-  Body sigmoid = Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Mul(x, Const(-2.0 / c)))));
-  return Sub(Mul(Const(2.0 * c), sigmoid), Const(c));
 }
 
 absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
@@ -105,6 +99,27 @@ void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t it
   t.AddGeneric("init_sum", space, {}, {}, at, Const(sinks ? 1.0 : 0.0), s_run);
 }
 
+absl::StatusOr<FlashOperands> AddFlashOperands(Template& t, const AttentionNames& names, const FlashGeometry& g,
+                                               const FoldItems& fi, Precision precision) {
+  const OperandRef& q_op = names.operand(0);
+  const OperandRef& k_op = names.operand(1);
+  const OperandRef& v_op = names.operand(2);
+  ASSIGN_OR_RETURN(const int64_t q_elems, CheckedElements("flash queries", fi.rows, CheckedMul(fi.per_row, g.hd)));
+  const int64_t width = fi.per_row * g.hd;  // checked just above
+  ASSIGN_OR_RETURN(const int64_t k_elems, CheckedElements("flash keys", g.rows, CheckedMul(g.kvw, g.hd)));
+  ASSIGN_OR_RETURN(const int64_t v_elems, CheckedElements("flash values", g.rows, CheckedMul(g.kvw, g.vd)));
+  ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, q_elems));
+  ASSIGN_OR_RETURN(TensorInit k_init, InitOf(k_op.fill, k_elems));
+  FlashOperands ops;
+  ops.q = t.AddTensor(q_op.name, TensorRole::kInput, fi.rows, width, precision, std::move(q_init));
+  ops.k = t.AddTensor(k_op.name, TensorRole::kInput, g.rows, g.kvw * g.hd, precision, std::move(k_init));
+  if (!g.latent) {
+    ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, v_elems));
+    ops.v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
+  }
+  return ops;
+}
+
 void MulticastSharedPrologue(Template& t, LoopVar axis) {
   const AddrVar var = axis == LoopVar::kItemX ? AddrVar::kItemX : AddrVar::kItemY;
   for (StageId i = 0; i < static_cast<StageId>(t.section().stages.size()); ++i) {
@@ -145,7 +160,6 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const FoldItems fi = FoldItemsOf(g, tr);
   RETURN_IF_ERROR(CheckGeometry(g, target));
   const int64_t head_t = g.hd / tw;
-  const int64_t width = fi.per_row * g.hd;
   const int64_t width_t = fi.per_row * head_t;
   // ★ THE VALUES FOLD AN ACCUMULATOR PAGE AT A TIME. A row's running output is vd wide; past a page it is nv blocks
   // of vt tiles, each its own carry, block product, update and normalization, all sharing one row's scores, maximum
@@ -181,28 +195,17 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const bool masked = g.limit.has_value() || g.l % tr != 0 || g.window.has_value();
   if (masked) RETURN_IF_ERROR(DatapathPrecision(Datapath::kInt, target).status());
   ASSIGN_OR_RETURN(const Precision ix, target.index_precision_for(g.rows + fi.tiles_q * tr));
-  const OperandRef& q_op = names.operand(0);
-  const OperandRef& k_op = names.operand(1);
-  const OperandRef& v_op = names.operand(2);
   const int64_t w1 = tw;
   const int64_t wd = vt * tw;
 
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision);
-  // The queries and the result are DENSE — a tile row holds `tile` query rows of every head.
-  ASSIGN_OR_RETURN(const int64_t q_elems, CheckedElements("flash queries", fi.rows, width));
-  ASSIGN_OR_RETURN(const int64_t k_elems, CheckedElements("flash keys", g.rows, CheckedMul(g.kvw, g.hd)));
-  ASSIGN_OR_RETURN(const int64_t v_elems, CheckedElements("flash values", g.rows, CheckedMul(g.kvw, g.vd)));
-  ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, q_elems));
-  ASSIGN_OR_RETURN(TensorInit k_init, InitOf(k_op.fill, k_elems));
-  const TensorId q = t.AddTensor(q_op.name, TensorRole::kInput, fi.rows, width, precision, std::move(q_init));
-  const TensorId k = t.AddTensor(k_op.name, TensorRole::kInput, g.rows, g.kvw * g.hd, precision, std::move(k_init));
-  // A latent fold reads its values from the keys' pages: it declares no V.
-  std::optional<TensorId> v;
-  if (!g.latent) {
-    ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, v_elems));
-    v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
-  }
+  // The queries and the result are DENSE — a tile row holds `tile` query rows of every head. A latent fold reads its
+  // values from the keys' pages: it declares no V.
+  ASSIGN_OR_RETURN(const FlashOperands ops, AddFlashOperands(t, names, g, fi, precision));
+  const TensorId q = ops.q;
+  const TensorId k = ops.k;
+  const std::optional<TensorId> v = ops.v;
   // Split: the parts' partials are the fold's results, and the combine writes names.out.
   const std::optional<TensorId> c =
       g.split > 1 ? std::nullopt
@@ -273,7 +276,8 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // ★ A SOFT CAP takes every scaled score before the block's maximum and the mask, so a masked score stays masked.
   if (g.cap) {
     const BufferId capped = t.AddScratchDeep("capped_scores", 1, 1, acc);
-    t.AddGeneric("score_cap", HeadSpace(tr, tr), {s_buf}, {IdentMap(w1)}, IdentMap(w1), Capped(Op(0), *g.cap), capped);
+    t.AddGeneric("score_cap", HeadSpace(tr, tr), {s_buf}, {IdentMap(w1)}, IdentMap(w1), Capped(Op(0), *g.cap),
+                 capped);
     s_buf = capped;
   }
   // m_b[r] = max over the block's live positions (MASKED where none is live).

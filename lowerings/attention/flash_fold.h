@@ -30,11 +30,13 @@
 #define LOWERINGS_ATTENTION_FLASH_FOLD_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "lowerings/attention/flash_mask.h"
 #include "lowerings/attention/geometry.h"
 #include "spatial/builder.h"
 #include "spatial/program.h"
@@ -68,6 +70,16 @@ ElemAccess StatMap(int64_t cols, int64_t tile_cols);
 // coordinate `sink_item` picks) and "init_sum" (0, or 1), in StatMap(cols) layout.
 void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t items, Precision precision,
                      BufferId m_run, BufferId s_run, LoopVar sink_item = LoopVar::kItemY, int64_t cols = 1);
+
+// The fold's operand tensors, dense: Q (fi.rows x per_row*hd), K (g.rows x kvw*hd) and — unless latent, whose values
+// are its keys' — V (g.rows x kvw*vd), at `precision`, each with its spec's fill; the prefill fold's alike.
+struct FlashOperands {
+  TensorId q = -1;
+  TensorId k = -1;
+  std::optional<TensorId> v;
+};
+absl::StatusOr<FlashOperands> AddFlashOperands(Template& t, const AttentionNames& names, const FlashGeometry& g,
+                                               const FoldItems& fi, Precision precision);
 
 // ★ ITEMS THAT READ ONE TILE SHARE IT: every prologue Load of `t` (not yet multicast, not a gather) whose block takes
 // no step on `axis` is marked multicast along it (DESIGN §3.4), so the machine reads it once for the items of a

@@ -10,6 +10,7 @@
 #include "lowerings/attention/flash.h"
 #include "lowerings/attention/flash_fold.h"
 #include "lowerings/attention/flash_mask.h"
+#include "lowerings/elementwise/elementwise.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "lowerings/toolkit/tables_rows_common.h"
@@ -25,12 +26,6 @@ namespace {
 
 // The last query row's limit: every position a block reads lies below it.
 int64_t LastLimit(const FlashGeometry& g) { return g.limit ? g.limit->value + g.q.rows - 1 : g.l; }
-
-// x soft-capped at c, as the fold caps it (flash_fold.cc): 2c*sigmoid(2x/c) - c.
-Body Capped(Body x, double c) {
-  Body sigmoid = Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Mul(x, Const(-2.0 / c)))));
-  return Sub(Mul(Const(2.0 * c), sigmoid), Const(c));
-}
 
 // The chunks of query tiles one section takes: enough heads' items to fill the grid (a section of fewer items than
 // sites leaves sites idle through every block), and at most 32 sections.
@@ -76,9 +71,6 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const bool masked = g.limit.has_value() || g.l % tr != 0;
   if (masked) RETURN_IF_ERROR(DatapathPrecision(Datapath::kInt, target).status());
   ASSIGN_OR_RETURN(const Precision ix, target.index_precision_for(g.rows + fi.tiles_q * tr));
-  const OperandRef& q_op = names.operand(0);
-  const OperandRef& k_op = names.operand(1);
-  const OperandRef& v_op = names.operand(2);
   const int64_t w1 = tw;
   const int64_t wb = kb * tw;       // one query tile's positions in a block
   const int64_t wq = qc * wb;       // the scores' and the probabilities' plane: query tile i from column i * wb
@@ -103,16 +95,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
 
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision);
-  ASSIGN_OR_RETURN(const int64_t q_elems, CheckedElements("flash queries", fi.rows, fi.per_row * g.hd));
-  ASSIGN_OR_RETURN(const int64_t k_elems, CheckedElements("flash keys", g.rows, CheckedMul(g.kvw, g.hd)));
-  ASSIGN_OR_RETURN(const int64_t v_elems, CheckedElements("flash values", g.rows, CheckedMul(g.kvw, g.vd)));
-  ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, q_elems));
-  ASSIGN_OR_RETURN(TensorInit k_init, InitOf(k_op.fill, k_elems));
-  ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, v_elems));
-  const TensorId q = t.AddTensor(q_op.name, TensorRole::kInput, fi.rows, fi.per_row * g.hd, precision,
-                                 std::move(q_init));
-  const TensorId k = t.AddTensor(k_op.name, TensorRole::kInput, g.rows, g.kvw * g.hd, precision, std::move(k_init));
-  const TensorId v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
+  ASSIGN_OR_RETURN(const FlashOperands ops, AddFlashOperands(t, names, g, fi, precision));
+  const TensorId q = ops.q;
+  const TensorId k = ops.k;
+  const TensorId v = *ops.v;  // a prefill fold is never latent (PrefillFoldApplies)
   const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, fi.per_row * g.vd, precision,
                                  TensorInit::Zero());
 

@@ -143,7 +143,8 @@ TEST(AttentionPrefillTest, CausalRangesFoldAboutHalfTheBlocks) {
 TEST(AttentionPrefillTest, ProbsExpFollowsTheSpec) {
   const Target& tiny = Shipped("test_tiny");
   for (const auto& [c, fold] : std::vector<std::pair<AttnCase, const char*>>{
-           {{.h = 2, .kv = 1, .hd = 16, .vd = 16, .l = 20, .rows = 11, .pos = Pos::kLiteral, .p = 10}, "_flash_prefill_"},
+           {{.h = 2, .kv = 1, .hd = 16, .vd = 16, .l = 20, .rows = 11, .pos = Pos::kLiteral, .p = 10},
+            "_flash_prefill_"},
            {{.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 30, .rows = 5, .pos = Pos::kNamed, .p = 11}, "_flash_blocks_"},
        }) {
     for (auto [recipe, kind] : std::vector<std::pair<proto::AttentionSpec::ProbsExp, const char*>>{
