@@ -337,7 +337,8 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
     }
   }
   auto busy = [&](const Chunking& c) { return std::min(target.sites(), fi.tiles_q / c.qc * fi.per_row); };
-  std::stable_sort(candidates.begin(), candidates.end(), [&](const Chunking& a, const Chunking& b) {
+  // A total order ((qc, kb, vt) is unique), so the choice is deterministic.
+  std::sort(candidates.begin(), candidates.end(), [&](const Chunking& a, const Chunking& b) {
     if (busy(a) != busy(b)) return busy(a) > busy(b);
     if (a.qc * a.kb != b.qc * b.kb) return a.qc * a.kb > b.qc * b.kb;
     return a.qc != b.qc ? a.qc > b.qc : a.vt > b.vt;
