@@ -13,7 +13,6 @@
 //   llm_decode_fidelity [--data=DIR] [--markdown=FILE]
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,7 +21,6 @@
 #include "bench/fidelity/runner.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "models/decode_token.h"
 #include "models/model_config.h"
 #include "targets/loader.h"
@@ -36,38 +34,22 @@ struct Row {
   double tsu = 0;
 };
 
+// model,device,target,batch,seq_len,tsu,recipe,source
 std::vector<Row> ReadRows(const std::string& path, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
-    *error = absl::StrCat(path, ": cannot read");
-    return {};
-  }
   std::vector<Row> rows;
-  std::string line;
-  bool header = true;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty() || line[0] == '#') continue;
-    if (header) {  // model,device,target,batch,seq_len,tsu,recipe,source
-      header = false;
-      continue;
-    }
-    std::vector<std::string> f = absl::StrSplit(line, ',');
-    Row r;
-    if (f.size() != 8 || !absl::SimpleAtoi(f[3], &r.batch) || !absl::SimpleAtoi(f[4], &r.seq_len) ||
-        !absl::SimpleAtod(f[5], &r.tsu)) {
-      *error = absl::StrCat(path, ":", n, ": not a row of 8 fields (model,...,source): ", line);
-      return {};
-    }
-    r.model = f[0];
-    r.device = f[1];
-    r.target = f[2];
-    r.recipe = f[6];
-    r.source = f[7];
-    rows.push_back(r);
-  }
-  return rows;
+  const bool ok = fidelity::ReadCsv(
+      path, 8,
+      [&](const std::vector<std::string>& f) {
+        Row r{.model = f[0], .device = f[1], .target = f[2], .recipe = f[6], .source = f[7]};
+        if (!absl::SimpleAtoi(f[3], &r.batch) || !absl::SimpleAtoi(f[4], &r.seq_len) ||
+            !absl::SimpleAtod(f[5], &r.tsu)) {
+          return false;
+        }
+        rows.push_back(r);
+        return true;
+      },
+      error);
+  return ok ? rows : std::vector<Row>{};
 }
 
 int Main(int argc, char** argv) {

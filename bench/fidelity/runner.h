@@ -6,6 +6,10 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace spatial::fidelity {
 
@@ -28,6 +32,35 @@ inline bool ParseRunnerArgs(int argc, char** argv, const char* usage, bool takes
       out->only = a.substr(7);
     } else {
       std::fprintf(stderr, "usage: %s\n", usage);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Reads a published table: '#' lines and blank lines are skipped, then one header line, then rows of `fields`
+// comma-separated fields, each handed to `row` (which returns false for a field it cannot read). False, with
+// *error "path:line: ...", when the file cannot be read or a row is not a row.
+template <class RowFn>
+bool ReadCsv(const std::string& path, size_t fields, RowFn row, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = absl::StrCat(path, ": cannot read");
+    return false;
+  }
+  std::string line;
+  bool header = true;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {
+      header = false;
+      continue;
+    }
+    const std::vector<std::string> f = absl::StrSplit(line, ',');
+    if (f.size() != fields || !row(f)) {
+      *error = absl::StrCat(path, ":", n, ": not a row of ", fields, " fields: ", line);
       return false;
     }
   }

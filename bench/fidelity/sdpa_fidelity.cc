@@ -13,7 +13,6 @@
 //
 //   sdpa_fidelity [--data=DIR] [--markdown=FILE]
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,7 +21,6 @@
 #include "bench/fidelity/runner.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "certify/certify.h"
 #include "lowerings/registry.h"
 #include "sim/simulate.h"
@@ -37,42 +35,25 @@ struct Row {
   double published_us = 0;
 };
 
+// case,target,sites,heads,kv,hd,rows,cache,causal,fidelity,probs_exp,kv_format,published_us,recipe,measured
 std::vector<Row> ReadRows(const std::string& path, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
-    *error = absl::StrCat(path, ": cannot read");
-    return {};
-  }
   std::vector<Row> rows;
-  std::string line;
-  bool header = true;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty() || line[0] == '#') continue;
-    if (header) {
-      header = false;
-      continue;
-    }
-    std::vector<std::string> f = absl::StrSplit(line, ',');
-    Row r;
-    if (f.size() != 15 || !absl::SimpleAtoi(f[2], &r.sites) || !absl::SimpleAtoi(f[3], &r.heads) ||
-        !absl::SimpleAtoi(f[4], &r.kv) || !absl::SimpleAtoi(f[5], &r.hd) || !absl::SimpleAtoi(f[6], &r.rows) ||
-        !absl::SimpleAtoi(f[7], &r.cache) || !absl::SimpleAtoi(f[8], &r.causal) ||
-        !absl::SimpleAtod(f[12], &r.published_us)) {
-      *error = absl::StrCat(path, ":", n, ": not a row of 15 fields (case,...,measured): ", line);
-      return {};
-    }
-    r.name = f[0];
-    r.target = f[1];
-    r.fidelity = f[9];
-    r.probs_exp = f[10];
-    r.kv_format = f[11];
-    r.recipe = f[13];
-    r.measured = f[14];
-    rows.push_back(r);
-  }
-  return rows;
+  const bool ok = fidelity::ReadCsv(
+      path, 15,
+      [&](const std::vector<std::string>& f) {
+        Row r{.name = f[0], .target = f[1], .fidelity = f[9], .probs_exp = f[10], .kv_format = f[11],
+              .recipe = f[13], .measured = f[14]};
+        if (!absl::SimpleAtoi(f[2], &r.sites) || !absl::SimpleAtoi(f[3], &r.heads) ||
+            !absl::SimpleAtoi(f[4], &r.kv) || !absl::SimpleAtoi(f[5], &r.hd) || !absl::SimpleAtoi(f[6], &r.rows) ||
+            !absl::SimpleAtoi(f[7], &r.cache) || !absl::SimpleAtoi(f[8], &r.causal) ||
+            !absl::SimpleAtod(f[12], &r.published_us)) {
+          return false;
+        }
+        rows.push_back(r);
+        return true;
+      },
+      error);
+  return ok ? rows : std::vector<Row>{};
 }
 
 proto::OpSpec SpecOf(const Row& r) {
