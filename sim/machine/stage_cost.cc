@@ -252,6 +252,7 @@ std::optional<double> SfpuFaceTiles(const Section& s, const Stage& st, const Gen
     points = SatMul(points, it.extent);
   }
   if (points > (int64_t{1} << 16)) return std::nullopt;
+  // A page is one tile row tall: an offset is (row, column) of a tr x w plane.
   const int64_t w = BufferPageTiles(s, st.outs[0]) * tc;
   const AffineForm form = ElemForm(g.out);
   AddrEnv<Wide> env = ZeroEnv<Wide>();
@@ -263,9 +264,8 @@ std::optional<double> SfpuFaceTiles(const Section& s, const Stage& st, const Gen
         env[static_cast<int>(AddrVar::kCol)] = c;
         env[static_cast<int>(AddrVar::kK)] = k;
         const int64_t off = std::max<int64_t>(0, static_cast<int64_t>(Evaluate(form, env)));
-        const int64_t row = off / w, col = off % w;
-        const int64_t face = ((row / tr) * (w / tc) + col / tc) * 4 + (row % tr) / (tr / 2) * 2 + (col % tc) / (tc / 2);
-        faces.insert(face);
+        const int64_t row = (off / w) % tr, col = off % w;
+        faces.insert((col / tc) * 4 + row / (tr / 2) * 2 + (col % tc) / (tc / 2));
       }
     }
   }
