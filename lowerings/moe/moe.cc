@@ -207,10 +207,12 @@ absl::StatusOr<Composition> RoutedMoe(const proto::OpSpec& spec, const Target& t
                                           : Router(spec, layout, ops, names.logits, target));
   c.name = absl::StrCat("moe_", m.ne(), "x", m.k(), "_", m.d(), "x", m.dff());
   std::vector<absl::StatusOr<Composition>> parts;
+  // The scores' exponentials stream through Dst (DstPolicy::kStreamed): Qwen3-Next's 512 experts are 16 fp32 tiles
+  // a row, twice what Dst holds, and tt-metal's softmax takes such a row a Dst block at a time.
   parts.push_back(m.score() == proto::MoeSpec::SOFTMAX
                       ? FlatSoftmaxRowsAt(OperandRef{names.logits, proto::Fill()}, names.probs, 1, m.ne(),
                                           absl::StrCat("moe_softmax_", m.ne()), Precision::kFp32, std::nullopt,
-                                          target)
+                                          target, DstPolicy::kStreamed)
                       : Sigmoid(names.logits, names.probs, m.ne(), target));
   if (m.group_count() > 0) parts.push_back(MoeGroupsSection(m, names, selection, target));
   parts.push_back(MoeRoutingSection(m, names, selection, target));

@@ -199,8 +199,9 @@ absl::StatusOr<Composition> MoeRoutingSection(const proto::MoeSpec& m, const Moe
     t.AddStore("store_norm", t.AddTensor(names.norm, TensorRole::kOutput, 1, 1, dt, TensorInit::Zero()), {}, 1, inv);
   }
   WireFirstReaders(t);
+  // The row's elementwise pages (the scores, the picked mask) stream through Dst: 512 experts are 16 fp32 tiles.
   return FinishSection(t, absl::StrCat("moe_routing_", ne, "x", k), WholeRow(k), dt,
-                       ApproxIn("mixture-of-experts routing", dt), target);
+                       ApproxIn("mixture-of-experts routing", dt), target, DstPolicy::kStreamed);
 }
 
 Body MoeGated(const proto::MoeSpec& m, Body gate, Body up) {

@@ -13,7 +13,8 @@ namespace spatial {
 
 absl::StatusOr<Composition> FlatSoftmaxRowsAt(const OperandRef& input, const std::string& out_name, int64_t rows,
                                               int64_t cols, const std::string& label, Precision precision,
-                                              const std::optional<OperandRef>& sinks, const Target& target) {
+                                              const std::optional<OperandRef>& sinks, const Target& target,
+                                              DstPolicy policy) {
   RETURN_IF_ERROR(CheckElements("softmax", "rows", rows));
   RETURN_IF_ERROR(CheckElements("softmax", "cols", cols));
   // The seed builds on FlatBuild::new before it overrides the precision, so a float datapath must exist even for a
@@ -29,6 +30,7 @@ absl::StatusOr<Composition> FlatSoftmaxRowsAt(const OperandRef& input, const std
     return NotLowered(absl::StrCat("a flat row softmax over ", rows, " rows, more than a tile's ", tr));
   }
   FlatBuild f = FlatBuild::At(precision, target);
+  f.SetDstPolicy(policy);
   Template& t = f.t();
   const int64_t h = rows;
   const int64_t l = cols;

@@ -34,10 +34,13 @@ namespace spatial {
 // Refusals: MissingCompute without a float datapath; MissingPrecision without an fp32 accumulator; NotLowered when
 // the rows do not fit one tile-high page ("a flat row softmax over 40 rows, more than a tile's 32") -- the seed's
 // implicit limit (guide seed002-A §3.8), stated; AccTilesExceeded when the flat row is wider than the accumulator
-// (the seed has no blocked softmax).
+// (the seed has no blocked softmax) under the seed's DstPolicy::kWholePage. Under kStreamed the elementwise pages
+// (the exponentials, the rescale) stream through Dst a tile at a time, as tt-metal's softmax kernel takes a row
+// wider than Dst, and only the statistics hold their one-tile pages: a router's fp32 softmax over 512 experts.
 absl::StatusOr<Composition> FlatSoftmaxRowsAt(const OperandRef& input, const std::string& out_name, int64_t rows,
                                               int64_t cols, const std::string& label, Precision precision,
-                                              const std::optional<OperandRef>& sinks, const Target& target);
+                                              const std::optional<OperandRef>& sinks, const Target& target,
+                                              DstPolicy policy = DstPolicy::kWholePage);
 
 // FlatSoftmaxRowsAt at the target's element precision, without sinks.
 absl::StatusOr<Composition> FlatSoftmaxRows(const OperandRef& input, const std::string& out_name, int64_t rows,

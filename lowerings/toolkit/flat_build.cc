@@ -80,7 +80,7 @@ absl::StatusOr<Composition> FlatBuild::WireAndFinishItems(const std::vector<Stag
     if (producer == chain.rend()) return NotLowered("a stored buffer no stage of the chain produces");
     t_.AddEdge(*producer, b, st);
   }
-  return FinishSection(t_, std::move(name), std::move(items), acc_, std::move(claim), *target_);
+  return FinishSection(t_, std::move(name), std::move(items), acc_, std::move(claim), *target_, dst_policy_);
 }
 
 }  // namespace spatial

@@ -35,6 +35,8 @@ class FlatBuild {
   // The section's accumulator (Dst) precision; AccFor(precision) unless the caller sets another (a bf16 map's
   // 16-bit Dst, MapAccFor).
   void SetAcc(Precision acc) { acc_ = acc; }
+  // How the section's compute pages are held to Dst at Finish (common.h): the seed's whole page unless set.
+  void SetDstPolicy(DstPolicy policy) { dst_policy_ = policy; }
 
   // Declares the flat 1 x n Input `name` and loads the whole row into "in_{name}" (two pages), the same page for
   // every item. The load is wired to its first reader at Finish.
@@ -79,6 +81,7 @@ class FlatBuild {
   Template t_;
   Precision precision_;
   Precision acc_;
+  DstPolicy dst_policy_ = DstPolicy::kWholePage;
   std::vector<std::pair<StageId, BufferId>> loads_;
 };
 
