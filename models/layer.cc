@@ -256,10 +256,6 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
                                      const WeightFormats& wf, const std::string& name, const Target& target) {
   const int64_t T = rows, d = c.hidden, hd = c.head_dim, qw = c.heads * hd, kvw = c.kv_heads * hd;
   const int64_t ff = c.intermediate;
-  if (T > 1 && c.IsMoeLayer(layer)) {
-    return NotLowered(absl::StrCat("a prefill of ", T, " tokens through layer ", layer,
-                                   "'s mixture of experts: the MoE op routes one token"));
-  }
   LayerPlan p;
   p.name = name;
   auto add = [&](const char* label, proto::OpSpec spec) { p.ops.push_back({label, std::move(spec)}); };
@@ -359,6 +355,7 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
     m->set_dff(c.moe_intermediate);
     m->set_ne(c.experts);
     m->set_k(c.experts_per_token);
+    if (T > 1) m->set_tokens(T);  // a prefill: every token routed on its own (lowerings/moe/moe_prefill.h)
     m->set_score(proto::MoeSpec::SOFTMAX);
     m->set_renormalize(c.norm_topk);
     m->set_act(c.swiglu_limit > 0 ? proto::MoeSpec::CLAMPED_SWIGLU : proto::MoeSpec::SWIGLU);

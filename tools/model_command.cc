@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "lowerings/registry.h"  // OpKindName
 #include "models/decode_token.h"
@@ -228,12 +229,15 @@ Subcommand ModelCommand() {
   s.summary = "one decoder layer of a model from its config.json: lowered, certified, simulated, one row per op";
   s.flags = {
       {"config", FlagSpec::Kind::kValue, "NAME|FILE",
-       "a Hugging Face config.json, or an example's name (examples/models: deepseek-v3, gpt-oss-20b, "
-       "llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b)", true},
+       absl::StrCat("a Hugging Face config.json, or an example's name (examples/models: ",
+                    absl::StrJoin(ExampleModelNames(), ", "), ")"),
+       true},
       {"layer", FlagSpec::Kind::kValue, "N", "the layer index (default 0)"},
       {"decode", FlagSpec::Kind::kValue, "P", "a decode step at 1-based position P (attends positions 1..P)"},
       {"cache", FlagSpec::Kind::kValue, "L", "the KV caches' rows (default P)"},
-      {"prefill", FlagSpec::Kind::kValue, "T", "a prefill of T tokens from position 1 (not yet through a mixture of experts or latent attention)"},
+      {"prefill", FlagSpec::Kind::kValue, "T",
+       "a prefill of T tokens from position 1 (not yet through latent attention, a Gated DeltaNet layer or a gated "
+       "shared expert)"},
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "the target (default wormhole_n150)"},
       {"weights", FlagSpec::Kind::kValue, "FORMAT",
        "matmul weight storage: default (the target's), bf16, bfp8_b, bfp4_b, or tt_transformers' decode recipes "
@@ -249,7 +253,7 @@ Subcommand ModelCommand() {
       {"trace", FlagSpec::Kind::kValue, "FILE.json", "a Chrome-trace timeline of the whole layer"},
       {"svg", FlagSpec::Kind::kValue, "FILE.svg", "per-site engine occupancy and per-section cycles"},
   };
-  s.description =
+  s.description = absl::StrCat(
       "Reads the model's config.json (architecture facts only, no weights), builds the op specs of one decoder\n"
       "layer at a decode step or a prefill (norms, projections, q/k norms, RoPE, KV-cache writes, attention,\n"
       "residual adds, the SwiGLU MLP or the mixture of experts), lowers each for the target, joins them into one\n"
@@ -257,9 +261,9 @@ Subcommand ModelCommand() {
       "certifies it and simulates it timing-only (--values: with values and the target's numerics, each op's result\n"
       "against the exact VM). Prints one row per op (sections, cycles, share of the layer, what bounds its\n"
       "longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to equal the sum of\n"
-      "its sections; --all-layers adds the whole token (decode) or the time to the first token (prefill). Recognized architectures: DeepseekV3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM,\n"
-      "Qwen3ForCausalLM, Qwen3MoeForCausalLM. Exit 1 on a refusal or a failed certification, 2 on bad usage or\n"
-      "an unreadable config.";
+      "its sections; --all-layers adds the whole token (decode) or the time to the first token (prefill).\n"
+      "Recognized architectures: ", absl::StrJoin(RecognizedArchitectures(), ", "), ".\n"
+      "Exit 1 on a refusal or a failed certification, 2 on bad usage or an unreadable config.");
   s.examples = {"spatial model --config=qwen3-8b --decode=4096 --cache=8192 --target=wormhole_n150",
                 "spatial model --config=path/to/config.json --layer=3 --decode=128 --report=layer.json",
                 "spatial model --config=llama-3.1-8b --decode=128 --weights=performance --all-layers",

@@ -1,5 +1,6 @@
 #include "lowerings/moe/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "lowerings/matmul/matmul.h"
 #include "lowerings/moe/moe_blocked.h"
 #include "lowerings/moe/moe_experts.h"
+#include "lowerings/moe/moe_prefill.h"
 #include "lowerings/moe/moe_routing.h"
 #include "lowerings/rows/softmax.h"
 #include "lowerings/toolkit/common.h"
@@ -55,11 +57,6 @@ absl::StatusOr<Composition> Router(const proto::OpSpec& spec, const MoeOperands&
                       ApproxIn("moe router", Precision::kFp32), Precision::kFp32, target);
 }
 
-// 1/(1 + e^(0 − x)), the desugar's arrangement: the router's scores and the shared expert's gate alike.
-Body SigmoidOf(Body x) {
-  return Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), std::move(x)))));
-}
-
 // P[e] = sigmoid(L[e]) at fp32: "moe_sigmoid_{ne}".
 absl::StatusOr<Composition> Sigmoid(const std::string& logits, const std::string& probs, int64_t ne,
                                     const Target& target) {
@@ -69,7 +66,7 @@ absl::StatusOr<Composition> Sigmoid(const std::string& logits, const std::string
   const BufferId out = f.t().AddBuffer("probs", e_t, Precision::kFp32);
   const StageId s = f.Compute(
       "sigmoid", FlatSpace(ne), {Slot{l, At(0)}}, IdentMap(f.t().PageWidth(e_t)),
-      SigmoidOf(Op(0)), out);
+      MoeSigmoid(Op(0)), out);
   return f.Finish(probs, ne, {s}, out, absl::StrCat("moe_sigmoid_", ne), ApproxIn("moe router sigmoid",
                                                                                   Precision::kFp32));
 }
@@ -88,7 +85,7 @@ absl::StatusOr<Composition> SharedGate(const proto::Operand& x_op, const proto::
       f.Compute("shared_gate_logit", {{LoopVar::kRow, d, IterKind::kReduceSum}, {LoopVar::kCol, 1}},
                 {Slot{x, down}, Slot{w, down}}, PerColMap(), Mul(Op(0), Op(1)), logit),
       f.Compute("shared_gate_sigmoid", FlatSpace(1), {Slot{logit, At(0)}}, IdentMap(f.t().PageWidth(1)),
-                SigmoidOf(Op(0)), out)};
+                MoeSigmoid(Op(0)), out)};
   // The weight leaves at the datapath's precision, as the add that reads it takes its operands.
   ASSIGN_OR_RETURN(const Precision p, DatapathPrecision(Datapath::kFloat, target));
   return FinishFlatAs(f, weight, 1, chain, out, absl::StrCat("moe_shared_gate_", d),
@@ -120,6 +117,7 @@ absl::StatusOr<MoeOperands> CheckMoe(const proto::OpSpec& spec) {
   RETURN_IF_ERROR(NonNegative("moe", "group_count", m.group_count()));
   RETURN_IF_ERROR(NonNegative("moe", "group_kept", m.group_kept()));
   RETURN_IF_ERROR(NonNegative("moe", "shared_dff", m.shared_dff()));
+  RETURN_IF_ERROR(NonNegative("moe", "tokens", m.tokens()));
   if (m.score() != proto::MoeSpec::SOFTMAX && m.score() != proto::MoeSpec::SIGMOID) {
     return Invalid(absl::StrCat("moe.score is ", m.score() == 0 ? "unset" : "not a score", " (",
                                 static_cast<int>(m.score()), "): SOFTMAX or SIGMOID"));
@@ -202,6 +200,11 @@ absl::StatusOr<Composition> RoutedMoe(const proto::OpSpec& spec, const Target& t
   // scores differ by less than the datapath's rounding would otherwise be picked as the datapath rounds them, not
   // as the model scores them.
   // ★ ONLY THE CHOSEN EXPERTS' WEIGHTS MOVE, AND THEY MOVE BY TILE: widths in whole tiles take the blocked form.
+  if (m.tokens() > 1) {
+    ASSIGN_OR_RETURN(Composition c, MoePrefill(spec, layout, ops, names, target));
+    c.name = absl::StrCat("moe_", m.tokens(), "x", m.ne(), "x", m.k(), "_", m.d(), "x", m.dff());
+    return FitsSites(std::move(c), "mixture of experts", target);
+  }
   const bool blocked = MoeBlocks(m, target);
   ASSIGN_OR_RETURN(Composition c, blocked ? MoeBlockedRouter(spec, layout, ops, names, target)
                                           : Router(spec, layout, ops, names.logits, target));
@@ -232,6 +235,11 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
   ASSIGN_OR_RETURN(MoeOperands layout, CheckMoe(spec));
   const proto::MoeSpec& m = spec.moe();
   if (layout.shared_gate < 0) return RoutedMoe(spec, target);
+  const int64_t rows = std::max<int64_t>(m.tokens(), 1);
+  if (m.shared_gate() && rows > 1) {
+    return NotLowered(absl::StrCat("a gated shared expert over a prefill's ", rows,
+                                   " tokens (its gate is one token's dot product)"));
+  }
   RETURN_IF_ERROR(OperandsOf(spec, "moe", layout.count).status());
   const std::string& out = spec.out();
   auto internal = [&](const char* part) { return absl::StrCat(out, "__moe_", part); };
@@ -249,6 +257,12 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
     for (proto::Operand& operand : operands) *o.add_operands() = std::move(operand);
     return o;
   };
+  // A prefill's pointwise ops are rows x n (OpSpec.shape_rows): a row a token.
+  auto shaped = [rows](proto::OpSpec& o, int64_t n) {
+    if (rows == 1) return;
+    o.set_shape_rows(rows);
+    o.set_shape_cols(n);
+  };
   auto named = [](const std::string& name) {
     proto::Operand o;
     o.set_name(name);
@@ -257,7 +271,7 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
   const proto::Operand& x = spec.operands(0);
   auto matmul = [&](const std::string& result, proto::Operand a, const proto::Operand& b, int64_t k, int64_t n) {
     proto::OpSpec o = op(result, {std::move(a), b});
-    o.mutable_matmul()->set_m(1);
+    o.mutable_matmul()->set_m(rows);
     o.mutable_matmul()->set_k(k);
     o.mutable_matmul()->set_n(n);
     return FromMatmul(o, target);
@@ -266,12 +280,14 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
                     const std::string& b, int64_t n) {
     proto::OpSpec o = op(result, {});
     o.mutable_binary()->set_op(kind);
-    o.mutable_binary()->set_n(n);
+    o.mutable_binary()->set_n(rows * n);
+    shaped(o, n);
     return BinaryOf(o, {OperandRef{a, proto::Fill()}, OperandRef{b, proto::Fill()}}, target);
   };
   const int64_t d = m.d(), sdff = m.shared_dff();
   proto::OpSpec silu = op(internal("shared_act"), {named(internal("shared_gate"))});
-  silu.mutable_silu()->set_n(sdff);
+  silu.mutable_silu()->set_n(rows * sdff);
+  shaped(silu, sdff);
   std::vector<absl::StatusOr<Composition>> parts;
   parts.push_back(matmul(internal("shared_gate"), x, spec.operands(layout.shared_gate), d, sdff));
   parts.push_back(matmul(internal("shared_up"), x, spec.operands(layout.shared_gate + 1), d, sdff));

@@ -1,11 +1,13 @@
 #include "lowerings/moe/moe_blocked.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/moe/moe_kblocks.h"
 #include "lowerings/toolkit/index.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "spatial/builder.h"
@@ -14,79 +16,6 @@
 
 namespace spatial {
 namespace {
-
-// One operand of a K-blocked product: a block_h x block_w block of `tensor` per K block, at tile base + Σ steps +
-// block·k_step, gathered by the pick page `pick` (its expert's slab pick_stride tiles apart) when set.
-struct KOperand {
-  std::string name;
-  TensorId tensor = 0;
-  BufferId page = 0;
-  std::vector<Term> steps;
-  int64_t k_step = 0;
-  int64_t block_h = 1, block_w = 1, pitch = 1;
-  std::optional<BufferId> pick;
-  int64_t pick_stride = 0;
-  // The block is the same for every item along this axis: read once and multicast (x, for every tile of the
-  // gate/up rows; measured at Qwen3-30B-A3B's decode, 228k cycles for the section against 308k. A round's hidden row
-  // for the down tiles is not: 262k against 249k, its K only three blocks and the senders waiting on 64 receivers).
-  std::optional<LoopVar> multicast;
-};
-
-struct KProduct {
-  std::string name;
-  int a = 0, b = 0;
-  bool transpose_b = false;
-  MathFidelity fidelity = MathFidelity::kDefault;
-  BufferId acc = 0;
-};
-
-// The gathered tile's index page: a copy of the pick, since each gather retires its index page.
-BufferId IndexCopy(Template& t, const std::string& name, BufferId pick, Precision ix) {
-  const BufferId index = t.AddScratch(absl::StrCat(name, "_index"), 1, ix);
-  t.AddGeneric(absl::StrCat(name, "_index"), FlatSpace(1), {pick}, {Fixed(0)}, IdentMap(t.PageWidth(1)), Op(0), index);
-  return index;
-}
-
-// The products over k_blocks K blocks of kb tiles: block 0 (and block 1 when there are only two: a fold of one block
-// is no fold) in the prologue, the rest as the fold's body, accumulating into each product's page. Returns the
-// phase the stages after the products take.
-Phase AddKBlocked(Template& t, int64_t k_blocks, int64_t kb, const std::vector<KOperand>& ops,
-                  const std::vector<KProduct>& products, int64_t ne, Precision ix) {
-  auto emit = [&](int64_t block, bool body, const std::string& suffix) {
-    for (const KOperand& o : ops) {
-      std::optional<IndirectTile> gather;
-      if (o.pick) gather = IndirectTile{IndexCopy(t, o.name + suffix, *o.pick, ix), o.pick_stride, 0, ne - 1};
-      std::vector<Term> steps = o.steps;
-      if (body) steps.push_back({LoopVar::kKBlock, o.k_step});
-      const StageId load = t.AddLoadPattern(
-          absl::StrCat("load_", o.name, suffix), o.tensor,
-          AccessPattern{TileAddr{block * o.k_step, std::move(steps), gather}, o.block_h, o.block_w, 1, o.pitch},
-          o.page);
-      if (o.multicast) t.SetMulticast(load, *o.multicast);
-    }
-    for (const KProduct& p : products) {
-      t.AddMatmul(p.name + suffix,
-                  MatmulTiles{.m_tiles = 1, .n_tiles = 1, .k_tiles = kb, .accumulate = block > 0,
-                              .transpose_b = p.transpose_b, .fidelity = p.fidelity},
-                  ops[p.a].page, ops[p.b].page, p.acc);
-    }
-  };
-  emit(0, false, "");
-  if (k_blocks == 2) emit(1, false, "_1");
-  if (k_blocks <= 2) return Phase::kPrologue;
-  t.Fold(k_blocks - 1);
-  t.SetPhase(Phase::kBody);
-  emit(1, true, "_k");
-  return Phase::kEpilogue;
-}
-
-// The K block of a contraction over n_t tiles: its largest divisor up to eight tiles a page.
-int64_t KBlock(int64_t n_t) {
-  for (int64_t kb = std::min<int64_t>(n_t, 8); kb > 1; --kb) {
-    if (n_t % kb == 0) return kb;
-  }
-  return 1;
-}
 
 // The table tile of round ITEM_Y (a pick or a weight): element 0 of tile r.
 BufferId RoundTile(Template& t, const std::string& name, const std::string& tensor, int64_t k, Precision p) {
@@ -130,26 +59,38 @@ absl::StatusOr<Composition> MoeBlockedRouter(const proto::OpSpec& spec, const Mo
                                              const std::vector<OperandRef>& operands, const MoeNames& names,
                                              const Target& target) {
   const proto::MoeSpec& m = spec.moe();
-  const int64_t d = m.d(), ne = m.ne();
+  const int64_t d = m.d(), ne = m.ne(), rows = std::max<int64_t>(m.tokens(), 1);
   ASSIGN_OR_RETURN(Precision elem, ElemPrecision(target));
   Template t(target.tile_rows(), target.tile_cols());
   const int64_t d_t = t.TilesOf(d), e_t = t.TilesOf(ne), kb = KBlock(d_t);
+  const int64_t rows_t = CeilDiv(rows, t.tile_rows());
   constexpr Precision acc = Precision::kFp32;
-  ASSIGN_OR_RETURN(TensorInit x_init, InitOf(operands[0].fill, d));
+  ASSIGN_OR_RETURN(TensorInit x_init, InitOf(operands[0].fill, rows * d));
   ASSIGN_OR_RETURN(TensorInit w_init, InitOf(operands[1].fill, d * ne));
   // X is one tensor, so one datatype, in every section of the block.
-  const TensorId x = t.AddTensor(operands[0].name, TensorRole::kInput, 1, d, elem, std::move(x_init));
+  const TensorId x = t.AddTensor(operands[0].name, TensorRole::kInput, rows, d, elem, std::move(x_init));
   const TensorId wr = t.AddTensor(operands[1].name, TensorRole::kInput, d, ne, elem, std::move(w_init));
-  // Expert tile ITEM_X: K block c is x's tiles [c·kb, +kb) against Wr's tile column ITEM_X, rows [c·kb, +kb).
+  // Item (token tile ITEM_Y, expert tile ITEM_X): K block c is x's tiles [c·kb, +kb) of its tile row against Wr's
+  // tile column ITEM_X, rows [c·kb, +kb). A prefill's token tiles share the router's tiles (multicast).
+  std::vector<Term> x_steps, w_steps{{LoopVar::kItemX, 1}};
+  if (rows_t > 1) x_steps.push_back({LoopVar::kItemY, d_t});
   std::vector<KOperand> ops{
-      KOperand{.name = "x", .tensor = x, .page = t.AddBuffer("in_x", kb, elem), .k_step = kb, .block_w = kb},
-      KOperand{.name = "router", .tensor = wr, .page = t.AddBuffer("in_router", kb, elem),
-               .steps = {{LoopVar::kItemX, 1}}, .k_step = kb * e_t, .block_h = kb, .pitch = e_t}};
+      KOperand{.name = "x", .tensor = x, .page = t.AddBuffer("in_x", kb, elem), .steps = x_steps, .k_step = kb,
+               .block_w = kb},
+      KOperand{.name = "router", .tensor = wr, .page = t.AddBuffer("in_router", kb, elem), .steps = w_steps,
+               .k_step = kb * e_t, .block_h = kb, .pitch = e_t}};
+  if (rows_t > 1) {
+    ops[0].multicast = LoopVar::kItemX;
+    ops[1].multicast = LoopVar::kItemY;
+  }
   const BufferId product = t.AddScratch("router_product", 1, acc);
   t.SetPhase(AddKBlocked(t, d_t / kb, kb, ops, {KProduct{"router", 0, 1, false, MathFidelity::kHiFi4, product}}, ne,
                          Precision::kInt32));
+  // One token is row 0 of its tile (tt-metal pads a decode's M to a tile); a prefill's tile holds a row a token.
+  const int64_t tw = t.tile_cols();
+  const std::vector<IterSpec> space = rows > 1 ? TileSpace(t.tile_rows(), tw) : FlatSpace(tw);
   std::vector<BufferId> ins{product};
-  std::vector<ElemAccess> maps{At(0)};
+  std::vector<ElemAccess> maps{rows > 1 ? IdentMap(tw) : At(0)};
   Body body = Op(0);
   if (layout.router_bias >= 0) {
     const OperandRef& b = operands[layout.router_bias];
@@ -158,17 +99,20 @@ absl::StatusOr<Composition> MoeBlockedRouter(const proto::OpSpec& spec, const Mo
     const BufferId bias = t.AddBuffer("in_router_bias", 1, acc);
     t.AddLoad("load_router_bias", bt, {{LoopVar::kItemX, 1}}, 1, bias);
     ins.push_back(bias);
-    maps.push_back(At(0));
+    maps.push_back(At(0));  // row 0 of the bias tile, for every token's row
     body = Add(Op(0), Op(1));
   }
   const BufferId out = t.AddBuffer("logits", 1, acc);
-  const int64_t tw = t.tile_cols();
-  t.AddGeneric(layout.router_bias >= 0 ? "router_bias" : "pack", FlatSpace(tw), std::move(ins), std::move(maps),
+  t.AddGeneric(layout.router_bias >= 0 ? "router_bias" : "pack", space, std::move(ins), std::move(maps),
                IdentMap(tw), std::move(body), out);
-  const TensorId lt = t.AddTensor(names.logits, TensorRole::kOutput, 1, ne, acc, TensorInit::Zero());
-  t.AddStore("store_logits", lt, {{LoopVar::kItemX, 1}}, 1, out);
+  const TensorId lt = t.AddTensor(names.logits, TensorRole::kOutput, rows, ne, acc, TensorInit::Zero());
+  std::vector<Term> store_steps{{LoopVar::kItemX, 1}};
+  if (rows_t > 1) store_steps.push_back({LoopVar::kItemY, e_t});
+  t.AddStore("store_logits", lt, store_steps, 1, out);
   WireFirstReaders(t);
-  return FinishSection(t, absl::StrCat("moe_router_", d, "x", ne), ItemsPerTile(e_t), acc,
+  return FinishSection(t, rows > 1 ? absl::StrCat("moe_router_", rows, "x", d, "x", ne)
+                                   : absl::StrCat("moe_router_", d, "x", ne),
+                       rows_t > 1 ? TokenTilesInner(rows_t, e_t, 1) : ItemsPerTile(e_t), acc,
                        ApproxIn("moe router", acc), target);
 }
 

@@ -14,11 +14,6 @@
 namespace spatial {
 namespace {
 
-// value·[bound(lo) ≤ var < bound(lo + 1)], 0 elsewhere: the slots lo and lo + 1 hold a pick and its end.
-Body InsideBound(LoopVar var, int lo, double value) {
-  return Select(Pred::GeOperand(var, lo), Select(Pred::LtOperand(var, lo + 1), Const(value), Const(0.0)), Const(0.0));
-}
-
 // A 1 x n fp32 row the section reads, loaded one page deep (the section's one item fills it once).
 BufferId LoadRow(Template& t, const std::string& name, int64_t n, TensorInit init, const std::string& buffer) {
   const int64_t tiles = t.TilesOf(n);
@@ -66,7 +61,7 @@ MoeRounds MoeRounds::Begin(Template& t, int64_t rounds) {
 MoeNames MoeNames::Of(const std::string& out) {
   auto name = [&](const char* what) { return absl::StrCat(out, "__moe_", what); };
   return MoeNames{name("logits"), name("probs"), name("choosing"), name("picks"), name("weights"), name("norm"),
-                  name("hidden"), name("down")};
+                  name("hidden"), name("down"), name("dense"), name("spread")};
 }
 
 absl::StatusOr<Composition> MoeGroupsSection(const proto::MoeSpec& m, const MoeNames& names,
@@ -121,14 +116,14 @@ absl::StatusOr<Composition> MoeGroupsSection(const proto::MoeSpec& m, const MoeN
   const BufferId g_end = t.AddScratch("group_end", 1, ix);
   t.AddGeneric("group_end", FlatSpace(1), {g}, {Fixed(0)}, IdentMap(one_w), Add(Op(0), Const(1.0)), g_end);
   t.AddGeneric("group_taken", each(std::nullopt), {left, g, g_end}, {own, Fixed(0), Fixed(0)}, own,
-               Add(Op(0), InsideBound(LoopVar::kRow, 1, kMoeMasked)), left);
+               Add(Op(0), InsidePick(LoopVar::kRow, 1, kMoeMasked)), left);
   const Body width = Const(static_cast<double>(per));
   const BufferId from = t.AddScratch("group_from", 1, ix);
   t.AddGeneric("group_from", FlatSpace(1), {g}, {Fixed(0)}, IdentMap(one_w), Mul(Op(0), width), from);
   const BufferId to = t.AddScratch("group_to", 1, ix);
   t.AddGeneric("group_to", FlatSpace(1), {from}, {Fixed(0)}, IdentMap(one_w), Add(Op(0), width), to);
   t.AddGeneric("group_inside", FlatSpace(ne), {inside, from, to}, {At(0), Fixed(0), Fixed(0)}, IdentMap(ew),
-               Add(Op(0), InsideBound(LoopVar::kCol, 1, 1.0)), inside);
+               Add(Op(0), InsidePick(LoopVar::kCol, 1, 1.0)), inside);
 
   // ── sel[c] + (1 − inside[c])·(−1e30): the chosen groups are disjoint, so an expert of one keeps its selection
   // score exactly (+ 0·(−1e30)), and every other falls to −1e30.
@@ -176,7 +171,7 @@ absl::StatusOr<Composition> MoeRoutingSection(const proto::MoeSpec& m, const Moe
   t.AddGeneric("pick_end", FlatSpace(1), {pick}, {Fixed(0)}, IdentMap(one_w), Add(Op(0), Const(1.0)), end);
   // An f32 sum absorbs the score: the picked column falls to −1e30, below every score not picked.
   t.AddGeneric("picked", FlatSpace(ne), {left, pick, end}, {At(0), Fixed(0), Fixed(0)}, IdentMap(ew),
-               Add(Op(0), InsideBound(LoopVar::kCol, 1, kMoeMasked)), left);
+               Add(Op(0), InsidePick(LoopVar::kCol, 1, kMoeMasked)), left);
   const BufferId weight = t.AddScratch("weight", 1, dt);
   const double scale = MoeRoundScale(m);
   t.AddGeneric("weight", FlatSpace(1), {p, pick}, {WithIndirect(ConstMap(), 1, 1, ne), Fixed(0)}, IdentMap(one_w),
@@ -202,6 +197,14 @@ absl::StatusOr<Composition> MoeRoutingSection(const proto::MoeSpec& m, const Moe
   // The row's elementwise pages (the scores, the picked mask) stream through Dst: 512 experts are 16 fp32 tiles.
   return FinishSection(t, absl::StrCat("moe_routing_", ne, "x", k), WholeRow(k), dt,
                        ApproxIn("mixture-of-experts routing", dt), target, DstPolicy::kStreamed);
+}
+
+Body InsidePick(LoopVar var, int lo, double value) {
+  return Select(Pred::GeOperand(var, lo), Select(Pred::LtOperand(var, lo + 1), Const(value), Const(0.0)), Const(0.0));
+}
+
+Body MoeSigmoid(Body x) {
+  return Unary(SfpuKind::Recip(), Add(Const(1.0), Unary(SfpuKind::Exp(), Sub(Const(0.0), std::move(x)))));
 }
 
 Body MoeGated(const proto::MoeSpec& m, Body gate, Body up) {

@@ -32,6 +32,9 @@ struct MoeNames {
   std::string norm;      // 1 x 1, fp32: 1 / max(Σ w, 2^-14) (only when renormalized)
   std::string hidden;    // 1 x k·dff, the datapath's: each round's gated activation (the blocked form)
   std::string down;      // 1 x k·d, fp32: each round's expert output (the blocked form)
+  // A prefill's (moe_prefill.h; the logits are then T x ne and the hidden rows T x ne·dff):
+  std::string dense;     // T x ne, fp32: token t's weight for expert e, 0 where e is not chosen
+  std::string spread;    // T x ne·nj·TC, fp32: expert e's weights as nj copies of a tile, one a row
   static MoeNames Of(const std::string& out);
 };
 
@@ -59,6 +62,12 @@ absl::StatusOr<Composition> MoeGroupsSection(const proto::MoeSpec& m, const MoeN
 // the tables, and the renormalization's factor at the end.
 absl::StatusOr<Composition> MoeRoutingSection(const proto::MoeSpec& m, const MoeNames& names,
                                               const std::optional<OperandRef>& selection_bias, const Target& target);
+
+// value·[bound(lo) ≤ var < bound(lo + 1)], 0 elsewhere: the operand slots lo and lo + 1 hold a pick and its end.
+Body InsidePick(LoopVar var, int lo, double value);
+
+// 1/(1 + e^(0 − x)), the desugar's arrangement: the router's scores and the shared expert's gate alike.
+Body MoeSigmoid(Body x);
 
 // The gated activation of an expert: SwiGLU's silu(gate)·up, or gpt-oss's clamped form
 // min(g, L)·σ(α·min(g, L))·(clamp(up, −L, L) + 1), the sigmoid term as silu(α·g)/α — one SFPU op.

@@ -6,6 +6,7 @@
 // picks the first maximum among the scores that are not NaN (the first expert when all are NaN), an earlier pick and
 // an expert outside the kept groups scoring −1e30 less. A group scores the sum of its two best selection scores (its
 // one, when it has one).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -60,7 +61,9 @@ absl::StatusOr<TensorMap> ReferenceMoe(const proto::OpSpec& spec, const TensorMa
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "moe", layout.count));
   const proto::MoeSpec& m = spec.moe();
   const int64_t d = m.d(), dff = m.dff(), ne = m.ne(), k = m.k();
-  ASSIGN_OR_RETURN(const std::vector<double>* x, Values(inputs, ops[0].name, d));
+  // A prefill's T tokens are T independent rows: each is routed and run as one token is.
+  const int64_t tokens = std::max<int64_t>(m.tokens(), 1);
+  ASSIGN_OR_RETURN(const std::vector<double>* xs, Values(inputs, ops[0].name, tokens * d));
   ASSIGN_OR_RETURN(const std::vector<double>* wr, Values(inputs, ops[1].name, d * ne));
   ASSIGN_OR_RETURN(const std::vector<double>* wg, Values(inputs, ops[2].name, ne * dff * d));
   ASSIGN_OR_RETURN(const std::vector<double>* wu, Values(inputs, ops[3].name, ne * dff * d));
@@ -74,125 +77,139 @@ absl::StatusOr<TensorMap> ReferenceMoe(const proto::OpSpec& spec, const TensorMa
   ASSIGN_OR_RETURN(const std::vector<double>* ub, optional(layout.up_bias, ne * dff));
   ASSIGN_OR_RETURN(const std::vector<double>* db, optional(layout.down_bias, ne * d));
   ASSIGN_OR_RETURN(const std::vector<double>* sb, optional(layout.selection_bias, ne));
-
-  // The router and its scores.
-  std::vector<double> p(ne);
-  for (int64_t e = 0; e < ne; ++e) {
-    double l = 0.0;
-    for (int64_t t = 0; t < d; ++t) l += (*x)[t] * (*wr)[t * ne + e];
-    p[e] = rb ? l + (*rb)[e] : l;
-  }
-  if (m.score() == proto::MoeSpec::SOFTMAX) {
-    double mx = p[0];
-    for (double v : p) mx = std::fmax(mx, v);
-    double z = 0.0;
-    for (double& v : p) z += (v = std::exp(v - mx));
-    for (double& v : p) v /= z;
-  } else {
-    for (double& v : p) v = 1.0 / (1.0 + std::exp(-v));
-  }
-  // What the rounds choose by.
-  std::vector<double> sel = p;
-  for (int64_t e = 0; e < ne; ++e) {
-    if (sb) {
-      sel[e] = std::fmax(p[e] + (*sb)[e], kMoeMasked);
-    } else if (m.score() == proto::MoeSpec::SIGMOID) {
-      sel[e] = std::fmax(p[e], kMoeMasked);
-    }
-  }
-  if (m.group_count() > 0) {
-    const int64_t count = m.group_count(), per = ne / count;
-    std::vector<double> group(count);
-    for (int64_t g = 0; g < count; ++g) {
-      std::vector<double> members(sel.begin() + g * per, sel.begin() + (g + 1) * per);
-      const int64_t best = FirstMax(members);
-      double score = members[best];
-      if (per > 1) {
-        members[best] = kMoeMasked;
-        double second = members[0];
-        for (double v : members) second = std::fmax(second, v);
-        score += second;
-      }
-      group[g] = score;
-    }
-    std::vector<double> kept(ne, kMoeMasked);
-    for (int64_t g : Picks(group, m.group_kept())) {
-      for (int64_t c = g * per; c < (g + 1) * per; ++c) kept[c] = 0.0;
-    }
-    for (int64_t e = 0; e < ne; ++e) sel[e] += kept[e];
-  }
-
-  // The experts.
-  std::vector<double> acc(d, 0.0);
-  double wsum = 0.0;
-  for (int64_t b : Picks(sel, k)) {
-    const double w = p[b] * MoeRoundScale(m);
-    wsum += w;
-    std::vector<double> xin(*x);
-    if (m.weigh_inputs()) {
-      for (double& v : xin) v *= w;
-    }
-    std::vector<double> h(dff);
-    for (int64_t o = 0; o < dff; ++o) {
-      double g = 0.0, u = 0.0;
-      for (int64_t t = 0; t < d; ++t) {
-        g += xin[t] * (*wg)[(b * dff + o) * d + t];
-        u += xin[t] * (*wu)[(b * dff + o) * d + t];
-      }
-      if (gb) g += (*gb)[b * dff + o];
-      if (ub) u += (*ub)[b * dff + o];
-      if (m.act() == proto::MoeSpec::CLAMPED_SWIGLU) {
-        const double lim = m.clamp_limit(), a = m.clamp_slope();
-        const double gc = std::fmin(g, lim);
-        const double uc = std::fmax(std::fmin(u, lim), -lim);
-        h[o] = gc / (1.0 + std::exp(-a * gc)) * (uc + 1.0);
-      } else {
-        h[o] = SiluOf(g) * u;
-      }
-    }
-    for (int64_t o = 0; o < d; ++o) {
-      double y = 0.0;
-      for (int64_t t = 0; t < dff; ++t) y += h[t] * (*wd)[(b * d + o) * dff + t];
-      if (db) y += (*db)[b * d + o];
-      acc[o] += m.weigh_inputs() ? y : w * y;
-    }
-  }
-  TensorData out = RefResult(1, d, Precision::kFp32);
-  for (int64_t o = 0; o < d; ++o) {
-    double v = acc[o];
-    if (m.renormalize()) {
-      v /= MoeSumCanClamp(m) ? std::fmax(wsum, kMoeSumFloor) : wsum;
-      if (m.scale() != 0.0) v *= m.scale();
-    }
-    out.values[o] = v;
-  }
-  // The shared experts: a plain SwiGLU of x, added unweighted (or, with shared_gate, weighed by its gate).
+  const std::vector<double>* sg = nullptr;
+  const std::vector<double>* su = nullptr;
+  const std::vector<double>* sd = nullptr;
+  const std::vector<double>* sw = nullptr;
   if (layout.shared_gate >= 0) {
     const int64_t sdff = m.shared_dff();
-    ASSIGN_OR_RETURN(const std::vector<double>* sg, Values(inputs, ops[layout.shared_gate].name, d * sdff));
-    ASSIGN_OR_RETURN(const std::vector<double>* su, Values(inputs, ops[layout.shared_gate + 1].name, d * sdff));
-    ASSIGN_OR_RETURN(const std::vector<double>* sd, Values(inputs, ops[layout.shared_gate + 2].name, sdff * d));
-    std::vector<double> h(sdff);
-    for (int64_t o = 0; o < sdff; ++o) {
-      double g = 0.0, u = 0.0;
-      for (int64_t t = 0; t < d; ++t) {
-        g += (*x)[t] * (*sg)[t * sdff + o];
-        u += (*x)[t] * (*su)[t * sdff + o];
-      }
-      h[o] = SiluOf(g) * u;
-    }
-    // Qwen3-Next: weighed by sigmoid(x . w).
-    double weight = 1.0;
+    ASSIGN_OR_RETURN(sg, Values(inputs, ops[layout.shared_gate].name, d * sdff));
+    ASSIGN_OR_RETURN(su, Values(inputs, ops[layout.shared_gate + 1].name, d * sdff));
+    ASSIGN_OR_RETURN(sd, Values(inputs, ops[layout.shared_gate + 2].name, sdff * d));
     if (layout.shared_weight >= 0) {
-      ASSIGN_OR_RETURN(const std::vector<double>* sw, Values(inputs, ops[layout.shared_weight].name, d));
-      double logit = 0.0;
-      for (int64_t t = 0; t < d; ++t) logit += (*x)[t] * (*sw)[t];
-      weight = 1.0 / (1.0 + std::exp(-logit));
+      ASSIGN_OR_RETURN(sw, Values(inputs, ops[layout.shared_weight].name, d));
+    }
+  }
+  TensorData out = RefResult(tokens, d, Precision::kFp32);
+  for (int64_t token = 0; token < tokens; ++token) {
+    const std::vector<double> x_row(xs->begin() + token * d, xs->begin() + (token + 1) * d);
+    const std::vector<double>* x = &x_row;
+    double* y_row = out.values.data() + token * d;
+
+    // The router and its scores.
+    std::vector<double> p(ne);
+    for (int64_t e = 0; e < ne; ++e) {
+      double l = 0.0;
+      for (int64_t t = 0; t < d; ++t) l += (*x)[t] * (*wr)[t * ne + e];
+      p[e] = rb ? l + (*rb)[e] : l;
+    }
+    if (m.score() == proto::MoeSpec::SOFTMAX) {
+      double mx = p[0];
+      for (double v : p) mx = std::fmax(mx, v);
+      double z = 0.0;
+      for (double& v : p) z += (v = std::exp(v - mx));
+      for (double& v : p) v /= z;
+    } else {
+      for (double& v : p) v = 1.0 / (1.0 + std::exp(-v));
+    }
+    // What the rounds choose by.
+    std::vector<double> sel = p;
+    for (int64_t e = 0; e < ne; ++e) {
+      if (sb) {
+        sel[e] = std::fmax(p[e] + (*sb)[e], kMoeMasked);
+      } else if (m.score() == proto::MoeSpec::SIGMOID) {
+        sel[e] = std::fmax(p[e], kMoeMasked);
+      }
+    }
+    if (m.group_count() > 0) {
+      const int64_t count = m.group_count(), per = ne / count;
+      std::vector<double> group(count);
+      for (int64_t g = 0; g < count; ++g) {
+        std::vector<double> members(sel.begin() + g * per, sel.begin() + (g + 1) * per);
+        const int64_t best = FirstMax(members);
+        double score = members[best];
+        if (per > 1) {
+          members[best] = kMoeMasked;
+          double second = members[0];
+          for (double v : members) second = std::fmax(second, v);
+          score += second;
+        }
+        group[g] = score;
+      }
+      std::vector<double> kept(ne, kMoeMasked);
+      for (int64_t g : Picks(group, m.group_kept())) {
+        for (int64_t c = g * per; c < (g + 1) * per; ++c) kept[c] = 0.0;
+      }
+      for (int64_t e = 0; e < ne; ++e) sel[e] += kept[e];
+    }
+
+    // The experts.
+    std::vector<double> acc(d, 0.0);
+    double wsum = 0.0;
+    for (int64_t b : Picks(sel, k)) {
+      const double w = p[b] * MoeRoundScale(m);
+      wsum += w;
+      std::vector<double> xin(*x);
+      if (m.weigh_inputs()) {
+        for (double& v : xin) v *= w;
+      }
+      std::vector<double> h(dff);
+      for (int64_t o = 0; o < dff; ++o) {
+        double g = 0.0, u = 0.0;
+        for (int64_t t = 0; t < d; ++t) {
+          g += xin[t] * (*wg)[(b * dff + o) * d + t];
+          u += xin[t] * (*wu)[(b * dff + o) * d + t];
+        }
+        if (gb) g += (*gb)[b * dff + o];
+        if (ub) u += (*ub)[b * dff + o];
+        if (m.act() == proto::MoeSpec::CLAMPED_SWIGLU) {
+          const double lim = m.clamp_limit(), a = m.clamp_slope();
+          const double gc = std::fmin(g, lim);
+          const double uc = std::fmax(std::fmin(u, lim), -lim);
+          h[o] = gc / (1.0 + std::exp(-a * gc)) * (uc + 1.0);
+        } else {
+          h[o] = SiluOf(g) * u;
+        }
+      }
+      for (int64_t o = 0; o < d; ++o) {
+        double y = 0.0;
+        for (int64_t t = 0; t < dff; ++t) y += h[t] * (*wd)[(b * d + o) * dff + t];
+        if (db) y += (*db)[b * d + o];
+        acc[o] += m.weigh_inputs() ? y : w * y;
+      }
     }
     for (int64_t o = 0; o < d; ++o) {
-      double y = 0.0;
-      for (int64_t t = 0; t < sdff; ++t) y += h[t] * (*sd)[t * d + o];
-      out.values[o] += weight * y;
+      double v = acc[o];
+      if (m.renormalize()) {
+        v /= MoeSumCanClamp(m) ? std::fmax(wsum, kMoeSumFloor) : wsum;
+        if (m.scale() != 0.0) v *= m.scale();
+      }
+      y_row[o] = v;
+    }
+    // The shared experts: a plain SwiGLU of x, added unweighted (or, with shared_gate, weighed by its gate).
+    if (sg != nullptr) {
+      const int64_t sdff = m.shared_dff();
+      std::vector<double> h(sdff);
+      for (int64_t o = 0; o < sdff; ++o) {
+        double g = 0.0, u = 0.0;
+        for (int64_t t = 0; t < d; ++t) {
+          g += (*x)[t] * (*sg)[t * sdff + o];
+          u += (*x)[t] * (*su)[t * sdff + o];
+        }
+        h[o] = SiluOf(g) * u;
+      }
+      // Qwen3-Next: weighed by sigmoid(x . w).
+      double weight = 1.0;
+      if (sw != nullptr) {
+        double logit = 0.0;
+        for (int64_t t = 0; t < d; ++t) logit += (*x)[t] * (*sw)[t];
+        weight = 1.0 / (1.0 + std::exp(-logit));
+      }
+      for (int64_t o = 0; o < d; ++o) {
+        double y = 0.0;
+        for (int64_t t = 0; t < sdff; ++t) y += h[t] * (*sd)[t * d + o];
+        y_row[o] += weight * y;
+      }
     }
   }
   TensorMap result;

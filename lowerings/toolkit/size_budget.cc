@@ -272,6 +272,8 @@ absl::Status CheckSpecSizes(const proto::OpSpec& spec) {
       return SizeBudget("moe")
           .Tensor("the router", {{"d", m.d()}, {"ne", m.ne()}})
           .Tensor("the gate and up tables", {{"ne", m.ne()}, {"dff", m.dff()}, {"d", m.d()}})
+          .Tensor("operand x", {{"tokens", m.tokens()}, {"d", m.d()}})
+          .Tensor("a prefill's hidden rows", {{"tokens", m.tokens()}, {"ne", m.ne()}, {"dff", m.dff()}})
           .status();
     }
     case K::kMla: {

@@ -206,9 +206,13 @@ std::vector<OpCase> MoeCases() {
            // DeepSeek-V3's routing with its shared expert beside the routed ones, both forms.
            {"test_tiny", 6, 5, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 7},
            {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true, false, false, 64},
-           // Qwen3-Next's gated shared expert (256 of its 512 experts).
-           {"wormhole_n150", 64, 32, 256, 10, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 32,
-            true}}) {
+           // Qwen3-Next's gated shared expert over its 512 experts.
+           {"wormhole_n150", 64, 32, 512, 10, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 32,
+            true},
+           // A prefill's tokens through the dense form: Qwen3-30B-A3B's routing over 40 tokens, gpt-oss's over 3.
+           {"wormhole_n150", 64, 64, 128, 8, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 0, false,
+            /*tokens=*/40},
+           {"wormhole_n150", 64, 96, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true, 0, false, 3}}) {
     v.push_back({c.target, testing::MoeSpecOf(c), testing::MoeDraw(c.d, c.dff)});
   }
   return v;

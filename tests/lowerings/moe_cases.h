@@ -24,6 +24,7 @@ struct MoeCase {
   bool clamped = false;
   int64_t shared = 0;  // the shared experts' width; 0: none
   bool shared_gate = false;  // Qwen3-Next: the shared expert weighed by sigmoid(x . sw)
+  int64_t tokens = 0;  // a prefill's rows of x; 0: one token
 };
 
 inline proto::OpSpec MoeSpecOf(const MoeCase& c) {
@@ -44,6 +45,7 @@ inline proto::OpSpec MoeSpecOf(const MoeCase& c) {
   m->set_group_count(c.groups);
   m->set_group_kept(c.kept);
   m->set_weigh_inputs(c.weigh_inputs);
+  m->set_tokens(c.tokens);
   if (c.router_bias) {
     m->set_router_bias(true);
     s.add_operands()->set_name("rb");

@@ -219,6 +219,91 @@ TEST(MoeTest, DeepSeekV3MoeAtRealWidth) {
   EXPECT_TRUE(cert.ok()) << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
 }
 
+// A prefill's tokens through the dense form (lowerings/moe/moe_prefill.h): every expert over every token, weighed
+// by the token's routing weight (0 where unchosen), against the reference's token-by-token routing; one and two
+// token tiles, a last tile part full, softmax and sigmoid, biases, the clamped SwiGLU, scales, shared experts.
+TEST(MoeTest, PrefillMatchesReference) {
+  using S = proto::MoeSpec;
+  auto prefill = [](MoeCase c, int64_t tokens) {
+    c.tokens = tokens;
+    return c;
+  };
+  const std::vector<MoeCase> cases = {
+      prefill({"test_tiny", 16, 24, 8, 3}, 3),
+      prefill({"test_tiny", 16, 24, 8, 3}, 13),  // two token tiles, the second part full
+      prefill({"test_tiny", 16, 8, 16, 4, S::SIGMOID, false, 2.5, 0, 0, false, false, true}, 9),
+      prefill({"test_tiny", 8, 16, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true}, 6),  // gpt-oss
+      prefill({"test_tiny", 24, 16, 8, 1, S::SOFTMAX, false, 1.5}, 4),
+      prefill({"test_tiny", 8, 16, 8, 8}, 5),  // every expert chosen
+      prefill({"test_tiny", 16, 8, 16, 4, S::SIGMOID, true, 2.5, 0, 0, false, false, true, false, false, 16}, 7),
+      prefill({"wormhole_n150", 64, 64, 32, 4}, 40),                                                   // Qwen3-MoE
+      prefill({"wormhole_n150", 64, 96, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true}, 3),
+      prefill({"wormhole_n150", 64, 32, 512, 10}, 33),  // Qwen3-Next's 512 experts, its scores streamed
+  };
+  for (const MoeCase& c : cases) {
+    const proto::OpSpec spec = MoeSpecOf(c);
+    SCOPED_TRACE(spec.ShortDebugString());
+    const Target& t = Shipped(c.target);
+    Composition comp = CheckLowering(spec, t, MoeDraw(c.d, c.dff), 1e-12, static_cast<uint64_t>(c.ne * 7 + c.tokens));
+    ASSERT_EQ(comp.sections.size(), 5u + (c.shared > 0 ? 6u : 0u));
+    EXPECT_EQ(comp.sections[1].name, absl::StrCat("moe_route_", c.tokens, "x", c.ne, "x", c.k));
+    EXPECT_EQ(comp.sections[3].name, absl::StrCat("moe_dense_up_", c.tokens, "x", c.ne, "_", c.d, "x", c.dff));
+    const CertifyResult cert = Certify(comp, t);
+    EXPECT_TRUE(cert.ok()) << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
+  }
+}
+
+// ★ AT A PREFILL EVERY EXPERT'S WEIGHTS MOVE ONCE: the gate/up and down rows are multicast along the token tiles,
+// so Qwen3-30B-A3B's 128 tokens read each table once, not once a token tile.
+TEST(MoeTest, PrefillReadsEachExpertOnce) {
+  MoeCase c{"wormhole_n150", 2048, 768, 128, 8};
+  c.tokens = 128;
+  absl::StatusOr<Composition> comp = Lower(MoeSpecOf(c), Shipped(c.target));
+  ASSERT_TRUE(comp.ok()) << comp.status();
+  const CertifyResult cert = Certify(*comp, Shipped(c.target));
+  EXPECT_TRUE(cert.ok()) << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
+  for (const Section& s : comp->sections) {
+    for (const Stage& st : s.stages) {
+      const auto* load = std::get_if<Load>(&st.op);
+      if (load == nullptr) continue;
+      const std::string& tensor = s.tensors[load->tensor].name;
+      if (tensor == "wg" || tensor == "wu" || tensor == "wd" || tensor == "wr") {
+        EXPECT_EQ(load->multicast, LoopVar::kItemY) << s.name << " " << st.name;
+      }
+    }
+  }
+}
+
+TEST(MoeTest, PrefillRefusals) {
+  auto status = [](MoeCase c, int64_t tokens) -> std::string {
+    c.tokens = tokens;
+    return std::string(Lower(MoeSpecOf(c), Shipped(c.target)).status().message());
+  };
+  EXPECT_EQ(status({"test_tiny", 6, 5, 8, 2}, 4),
+            "NotLowered: a mixture of experts over a prefill's 4 tokens whose widths (d 6, dff 5) are not whole tiles "
+            "of a square tile");
+  EXPECT_EQ(status({"test_tiny", 8, 8, 6, 2}, 4),
+            "NotLowered: a mixture of experts over a prefill's 4 tokens whose 6 experts are not whole tiles of 8");
+  EXPECT_EQ(status({"test_tiny", 16, 8, 16, 4, proto::MoeSpec::SIGMOID, true, 2.5, 4, 2}, 4),
+            "NotLowered: a group limit over a prefill's 4 tokens (the dense form routes without one)");
+  MoeCase weighed{"test_tiny", 8, 8, 8, 2, proto::MoeSpec::SIGMOID, false};
+  weighed.weigh_inputs = true;
+  EXPECT_EQ(status(weighed, 4),
+            "NotLowered: weighed inputs over a prefill's 4 tokens (the dense form weighs the hidden rows)");
+  MoeCase gated{"test_tiny", 8, 8, 8, 2};
+  gated.shared = 8;
+  gated.shared_gate = true;
+  EXPECT_EQ(status(gated, 4),
+            "NotLowered: a gated shared expert over a prefill's 4 tokens (its gate is one token's dot product)");
+  MoeCase negative{"test_tiny", 8, 8, 8, 2};
+  EXPECT_EQ(Lower([&] {
+              proto::OpSpec s = MoeSpecOf(negative);
+              s.mutable_moe()->set_tokens(-3);
+              return s;
+            }(), Shipped("test_tiny")).status(),
+            absl::InvalidArgumentError("moe.tokens is negative (-3)"));
+}
+
 TEST(MoeTest, Refusals) {
   const Target& t = Shipped("test_tiny");
   auto status = [&](const MoeCase& c, auto edit) {

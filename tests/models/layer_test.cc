@@ -281,13 +281,18 @@ TEST_P(ExampleLayer, LowersAndCertifiesAtPrefill128) {
   ASSERT_TRUE(c.ok()) << c.status();
   for (const LayerKind& kind : LayerKinds(*c)) {
     absl::StatusOr<LayerPlan> p = PrefillLayerPlan(*c, kind.first, PrefillPhase{128, 128, {}}, Wormhole());
-    if (kind.moe || c->mla.on()) {
-      EXPECT_THAT(p.status().message(), HasSubstr(kind.moe ? "mixture of experts: the MoE op routes one token"
-                                                           : "through latent attention: the MLA op is one decode"));
+    // Not yet at a prefill: latent attention, the Gated DeltaNet layer, Qwen3-Next's gated shared expert.
+    if (c->mla.on() || kind.linear) {
+      EXPECT_THAT(p.status().message(), HasSubstr(c->mla.on() ? "through latent attention: the MLA op is one decode"
+                                                              : "through a Gated DeltaNet layer"));
       continue;
     }
     ASSERT_TRUE(p.ok()) << p.status();
     absl::StatusOr<LoweredLayer> l = LowerLayer(*p, Wormhole());
+    if (kind.moe && c->shared_gate) {
+      EXPECT_THAT(l.status().message(), HasSubstr("a gated shared expert over a prefill's 128 tokens"));
+      continue;
+    }
     ASSERT_TRUE(l.ok()) << l.status();
     CertifyResult cert = Certify(l->program, Wormhole());
     for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
@@ -547,17 +552,25 @@ TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
     for (int64_t tokens : sizes) {
       SCOPED_TRACE(absl::StrCat("layer ", layer, ", a prefill of ", tokens));
       absl::StatusOr<LayerPlan> p = PrefillLayerPlan(c, layer, PrefillPhase{tokens, cache, {}}, *target_);
-      if (c.IsMoeLayer(layer)) {
-        EXPECT_THAT(p.status().message(), HasSubstr(absl::StrCat("a prefill of ", tokens, " tokens through layer ",
-                                                                 layer, "'s mixture of experts")));
-        continue;
-      }
       if (c.mla.on()) {
         EXPECT_THAT(p.status().message(), HasSubstr(absl::StrCat("NotLowered: a prefill of ", tokens,
                                                                  " tokens through latent attention")));
         continue;
       }
+      if (c.IsLinearLayer(layer)) {
+        EXPECT_THAT(p.status().message(), HasSubstr(absl::StrCat("NotLowered: a prefill of ", tokens,
+                                                                 " tokens through a Gated DeltaNet layer")));
+        continue;
+      }
       ASSERT_TRUE(p.ok()) << p.status();
+      // The mixture's prefill form takes whole tiles: these 32- and 48-wide experts are not, on 32 x 32 tiles (and
+      // Qwen3-Next's gated shared expert has no prefill form yet).
+      if (c.IsMoeLayer(layer) && GetParam().target != "test_tiny") {
+        const absl::Status refused = LowerLayer(*p, *target_).status();
+        EXPECT_THAT(refused.message(), HasSubstr(c.shared_gate ? "a gated shared expert over a prefill's"
+                                                               : "are not whole tiles of a square tile"));
+        continue;
+      }
       const auto [inputs, vm] = LowerAndRun(*p, 1);
       if (vm.empty()) return;
       const testing::DecoderWeights w = WeightsOf(inputs);

@@ -417,10 +417,14 @@ TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   CliRun arch = Spatial(absl::StrCat("model --config=", mamba, " --decode=4"));
   EXPECT_EQ(arch.code, 1);
   EXPECT_THAT(arch.err, HasSubstr("architecture 'MambaForCausalLM' (model_type 'mamba') is not recognized"));
+  // A mixture at a prefill: every expert over every token (lowerings/moe/moe_prefill.h).
   CliRun moe_prefill = Spatial("model --config=qwen3-30b-a3b --prefill=128");
-  EXPECT_EQ(moe_prefill.code, 1);
-  EXPECT_THAT(moe_prefill.err, HasSubstr("NotLowered: a prefill of 128 tokens through layer 0's mixture of experts: "
-                                         "the MoE op routes one token"));
+  EXPECT_EQ(moe_prefill.code, 0) << moe_prefill.err;
+  EXPECT_THAT(moe_prefill.out, ::testing::ContainsRegex("moe +moe +5 "));
+  EXPECT_THAT(moe_prefill.out, HasSubstr("48 layers of this kind"));
+  CliRun mla_prefill = Spatial("model --config=deepseek-v3 --prefill=128");
+  EXPECT_EQ(mla_prefill.code, 1);
+  EXPECT_THAT(mla_prefill.err, HasSubstr("NotLowered: a prefill of 128 tokens through latent attention"));
   // Qwen3-Next at its 512 experts: the Gated DeltaNet layer (36 of the 48) and the gated attention layer run.
   CliRun linear = Spatial("model --config=qwen3-next-80b-a3b --decode=4096");
   EXPECT_EQ(linear.code, 0) << linear.err;
