@@ -174,63 +174,61 @@ absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, 
   return absl::OkStatus();
 }
 
-// ★ QWEN3-NEXT'S LINEAR ATTENTION, ONE DECODE STEP (modeling_qwen3_next.py, Qwen3NextGatedDeltaNet): in_proj_qkvz
-// and in_proj_ba; the depthwise causal conv over q, k and v (its ring is carried state) and SiLU; q and k
-// l2-normalized per head; beta = sigmoid(b); the decay alpha = exp(-exp(A_log) * softplus(a + dt_bias)) (the
-// decay op, its rate -exp(A_log) a weight); the gated delta rule over the carried memory, with the gated RMSNorm
-// (weight, silu(z)) of its output; out_proj. The checkpoint groups in_proj_qkvz's and in_proj_ba's columns by key
-// head and maps value head h to key head h / (hv / hk); a fixed permutation of those columns, of the value heads'
-// weights and of out_proj's rows turns that into the contiguous q | k | v | z and b | a here and the gated delta
-// op's value head h reading key head h mod hk, so the two cost the same.
+// ★ QWEN3-NEXT'S LINEAR ATTENTION, A DECODE STEP OR A PREFILL'S ROWS (modeling_qwen3_next.py, Qwen3NextGatedDeltaNet):
+// in_proj_qkvz and in_proj_ba; the depthwise causal conv over q, k and v (its ring is carried state) and SiLU; q and k
+// l2-normalized per head; beta = sigmoid(b); the decay alpha = exp(-exp(A_log) * softplus(a + dt_bias)) (the decay op,
+// its rate -exp(A_log) a weight); the gated delta rule over the carried memory, with the gated RMSNorm (weight,
+// silu(z)) of its output; out_proj. The checkpoint groups in_proj_qkvz's and in_proj_ba's columns by key head and maps
+// value head h to key head h / (hv / hk); a fixed permutation of those columns, of the value heads' weights and of
+// out_proj's rows turns that into the contiguous q | k | v | z and b | a here and the gated delta op's value head h
+// reading key head h mod hk, so the two cost the same.
 absl::Status AddGatedDeltaNet(const ModelConfig& c, int64_t T, const WeightFormats& wf, LayerPlan* p) {
-  if (T > 1) {
-    return NotLowered(absl::StrCat("a prefill of ", T, " tokens through a Gated DeltaNet layer: the layer is "
-                                   "lowered one decode step at a time"));
-  }
   const LinearAttention& g = c.gdn;
   if (g.k_dim != g.v_dim) {
     return NotLowered(absl::StrCat("a Gated DeltaNet of key heads ", g.k_dim, " and value heads ", g.v_dim,
                                    " wide: the gated delta op takes one head width"));
   }
+  // A prefill's T tokens are T rows of every op: the conv and the gated delta rule carry their state across them
+  // (their block forms, lowerings/carried), the rest is row by row.
   const int64_t d = c.hidden, key = g.k_heads * g.k_dim, val = g.v_heads * g.v_dim, conv = 2 * key + val;
   auto add = [&](const char* label, proto::OpSpec spec) { p->ops.push_back({label, std::move(spec)}); };
-  add("qkvz_proj", Matmul("qkvz", "h", "w_qkvz", 1, d, conv + val, wf.attention));
-  add("qkv_part", HeadSlice("mixed_qkv", "qkvz", conv + val, 0, conv, conv + val));
-  add("z_part", HeadSlice("z", "qkvz", conv + val, conv, val, conv + val));
-  add("ba_proj", Matmul("ba", "h", "w_ba", 1, d, 2 * g.v_heads, wf.attention));
-  add("b_part", HeadSlice("b", "ba", 2 * g.v_heads, 0, g.v_heads, 2 * g.v_heads));
-  add("a_part", HeadSlice("a", "ba", 2 * g.v_heads, g.v_heads, g.v_heads, 2 * g.v_heads));
+  add("qkvz_proj", Matmul("qkvz", "h", "w_qkvz", T, d, conv + val, wf.attention));
+  add("qkv_part", HeadSlice("mixed_qkv", "qkvz", conv + val, 0, conv, T * (conv + val)));
+  add("z_part", HeadSlice("z", "qkvz", conv + val, conv, val, T * (conv + val)));
+  add("ba_proj", Matmul("ba", "h", "w_ba", T, d, 2 * g.v_heads, wf.attention));
+  add("b_part", HeadSlice("b", "ba", 2 * g.v_heads, 0, g.v_heads, T * 2 * g.v_heads));
+  add("a_part", HeadSlice("a", "ba", 2 * g.v_heads, g.v_heads, g.v_heads, T * 2 * g.v_heads));
   {
     proto::OpSpec s = Spec("conv_out", {"mixed_qkv", "conv_w", "conv_state"});
     s.mutable_causal_conv()->set_taps(g.conv);
     s.mutable_causal_conv()->set_chan(conv);
-    s.mutable_causal_conv()->set_rows(1);
+    s.mutable_causal_conv()->set_rows(T);
     add("causal_conv", std::move(s));
   }
   {
     proto::OpSpec s = Spec("qkv_act", {"conv_out"});
-    s.mutable_silu()->set_n(conv);
-    add("conv_silu", std::move(s));
+    s.mutable_silu()->set_n(T * conv);
+    add("conv_silu", Pointwise(std::move(s), T, conv));
   }
-  add("q_part", HeadSlice("q_lin", "qkv_act", conv, 0, key, conv));
-  add("k_part", HeadSlice("k_lin", "qkv_act", conv, key, key, conv));
-  add("v_part", HeadSlice("v_lin", "qkv_act", conv, 2 * key, val, conv));
+  add("q_part", HeadSlice("q_lin", "qkv_act", conv, 0, key, T * conv));
+  add("k_part", HeadSlice("k_lin", "qkv_act", conv, key, key, T * conv));
+  add("v_part", HeadSlice("v_lin", "qkv_act", conv, 2 * key, val, T * conv));
   for (const auto& [label, out, in] : {std::tuple{"q_l2norm", "q_l2", "q_lin"}, {"k_l2norm", "k_l2", "k_lin"}}) {
     proto::OpSpec s = Spec(out, {in});
-    s.mutable_l2norm()->set_rows(g.k_heads);
+    s.mutable_l2norm()->set_rows(T * g.k_heads);
     s.mutable_l2norm()->set_cols(g.k_dim);
     s.mutable_l2norm()->set_eps(1e-6);  // transformers' l2norm (and fla's) default
     add(label, std::move(s));
   }
   {
     proto::OpSpec s = Spec("beta", {"b"});
-    s.mutable_sigmoid()->set_n(g.v_heads);
-    add("beta", std::move(s));
+    s.mutable_sigmoid()->set_n(T * g.v_heads);
+    add("beta", Pointwise(std::move(s), T, g.v_heads));
   }
   {
     proto::OpSpec s = Spec("alpha", {"a", "dt_bias", "a_rate"});
-    s.mutable_decay()->set_rows(1);
-    s.mutable_decay()->set_n(g.v_heads);
+    s.mutable_decay()->set_rows(T);
+    s.mutable_decay()->set_n(T * g.v_heads);
     add("decay", std::move(s));
   }
   {
@@ -239,12 +237,12 @@ absl::Status AddGatedDeltaNet(const ModelConfig& c, int64_t T, const WeightForma
     gd->set_hv(g.v_heads);
     gd->set_hk(g.k_heads);
     gd->set_d(g.k_dim);
-    gd->set_rows(1);
+    gd->set_rows(T);
     gd->set_eps(c.eps);
     gd->set_gate(proto::GatedDeltaSpec::SILU);
     add("gated_delta", std::move(s));
   }
-  add("out_proj", Matmul("attn_out", "core", "w_out", 1, val, d, wf.attention));
+  add("out_proj", Matmul("attn_out", "core", "w_out", T, val, d, wf.attention));
   p->weights.insert(p->weights.end(), {"w_qkvz", "w_ba", "conv_w", "dt_bias", "a_rate", "gdn_norm_w", "w_out"});
   p->state = {"conv_state", "gdn_state"};
   return absl::OkStatus();
@@ -347,7 +345,8 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
     // Qwen3MoeSparseMoeBlock: softmax over every expert's router logit, the top k kept (renormalized when
     // norm_topk_prob), each chosen expert's SwiGLU weighed by its score. gpt-oss (GptOssMLP): the router and every
     // expert table with a bias, the softmax of the top k logits (= the top k renormalized), the clamped SwiGLU. The
-    // MoE lowering gathers only the chosen experts' tables.
+    // MoE lowering gathers only the chosen experts' tables at a decode; at a prefill every expert runs every token
+    // (lowerings/moe/moe_prefill.h).
     proto::OpSpec s = Spec("mlp_out", {"h2", "router", "experts_gate", "experts_up", "experts_down"});
     p.weights.insert(p.weights.end(), {"router", "experts_gate", "experts_up", "experts_down"});
     auto* m = s.mutable_moe();

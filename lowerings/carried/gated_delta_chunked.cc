@@ -433,19 +433,21 @@ class Chunked {
     const TensorId y = t.AddTensor(o_name_, TensorRole::kState, rows_, v_w_, p_, TensorInit::Zero());
     const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(head_));
     std::vector<std::pair<StageId, BufferId>> parts;
+    // The chunk's q rows, its QKΓ tile and its g tile are the same for every output block j: loaded once, read by
+    // each block (a 128-wide head's four blocks would otherwise hold 38 circular buffers, a Tensix core has 32).
+    const BufferId qin = t.AddBufferDeep("in_q", 1, nb_, p_);
+    const BufferId qkin = t.AddBuffer("in_qk", 1, p_);
+    const BufferId gin_t = t.AddBuffer("in_g", 1, p_);
+    const StageId lq = t.AddLoadBlockAt("load_q", q, c * qk_t_, KSteps(), {.w = nb_, .pitch = qk_t_}, qin);
+    const StageId lqk = LoadTile(t, "load_qk", qk, qkin);
+    const StageId lg = LoadTile(t, "load_g", g, gin_t);
     for (int64_t j = 0; j < nb_; ++j) {
-      const BufferId qin = t.AddBufferDeep(absl::StrCat("in_q", j), 1, nb_, p_);
       const BufferId sin = t.AddBufferDeep(absl::StrCat("in_s", j), 1, nb_, p_);
-      const BufferId qkin = t.AddBuffer(absl::StrCat("in_qk", j), 1, p_);
       const BufferId din = t.AddBuffer(absl::StrCat("in_d", j), 1, p_);
-      const BufferId gin = t.AddBuffer(absl::StrCat("in_g", j), 1, p_);
-      const StageId lq = t.AddLoadBlockAt(absl::StrCat("load_q", j), q, c * qk_t_, KSteps(), {.w = nb_, .pitch = qk_t_},
-                                          qin);
+      const BufferId gin = gin_t;
       const StageId ls =
           t.AddLoadBlockAt(absl::StrCat("load_s", j), st, j * nb_, HeadSteps(nb_ * nb_), {.w = nb_, .pitch = nb_}, sin);
-      const StageId lqk = LoadTile(t, absl::StrCat("load_qk", j), qk, qkin);
       const StageId ld = t.AddLoadBlockAt(absl::StrCat("load_d", j), dt, j, HeadSteps(nb_), {.pitch = v_t_}, din);
-      const StageId lg = LoadTile(t, absl::StrCat("load_g", j), g, gin);
       const BufferId qs = t.AddBuffer(absl::StrCat("qs", j), 1, p_);
       const StageId s1 = t.AddGeneric(absl::StrCat("gd_qs", j), Contract(tr_, tw_, d_), {qin, sin},
                                       {M({{LoopVar::kRow, wd_}, {LoopVar::kK, 1}}),
@@ -461,8 +463,12 @@ class Chunked {
                                       {IdentMap(w1_), IdentMap(w1_), M({{LoopVar::kRow, w1_}})}, IdentMap(w1_),
                                       Mul(Add(Mul(Unary(SfpuKind::Exp(), Op(2)), Op(0)), Op(1)), Const(inv_sqrt_d)),
                                       oj);
-      for (auto [l, b, s] : {std::tuple{lq, qin, s1}, {ls, sin, s1}, {lqk, qkin, s2}, {ld, din, s2}, {lg, gin, s3}}) {
-        t.AddEdge(l, b, s);
+      t.AddEdge(ls, sin, s1);
+      t.AddEdge(ld, din, s2);
+      if (j == 0) {  // the shared pages' first readers
+        t.AddEdge(lq, qin, s1);
+        t.AddEdge(lqk, qkin, s2);
+        t.AddEdge(lg, gin, s3);
       }
       t.AddEdge(s1, qs, s3);
       t.AddEdge(s2, qd, s3);

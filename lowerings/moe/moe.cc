@@ -236,10 +236,6 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
   const proto::MoeSpec& m = spec.moe();
   if (layout.shared_gate < 0) return RoutedMoe(spec, target);
   const int64_t rows = std::max<int64_t>(m.tokens(), 1);
-  if (m.shared_gate() && rows > 1) {
-    return NotLowered(absl::StrCat("a gated shared expert over a prefill's ", rows,
-                                   " tokens (its gate is one token's dot product)"));
-  }
   RETURN_IF_ERROR(OperandsOf(spec, "moe", layout.count).status());
   const std::string& out = spec.out();
   auto internal = [&](const char* part) { return absl::StrCat(out, "__moe_", part); };
@@ -296,7 +292,13 @@ absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& tar
                          internal("shared_up"), sdff));
   parts.push_back(
       matmul(internal("shared"), named(internal("shared_hidden")), spec.operands(layout.shared_gate + 2), sdff, d));
-  if (m.shared_gate()) {
+  if (m.shared_gate() && rows > 1) {
+    parts.push_back(MoePrefillSharedGate(OperandRef{x.name(), x.fill()},
+                                         OperandRef{spec.operands(layout.shared_weight).name(),
+                                                    spec.operands(layout.shared_weight).fill()},
+                                         internal("routed"), internal("shared"), internal("shared_weight"), out, rows,
+                                         d, target));
+  } else if (m.shared_gate()) {
     parts.push_back(SharedGate(x, spec.operands(layout.shared_weight), internal("shared_weight"), d, target));
     parts.push_back(SharedGatedAdd(internal("routed"), internal("shared"), internal("shared_weight"), out, d, target));
   } else {

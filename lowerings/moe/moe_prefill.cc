@@ -119,8 +119,8 @@ absl::StatusOr<Section> RouteSection(const proto::MoeSpec& m, const MoeOperands&
   WireFirstReaders(t);
   // The rows' elementwise pages stream through Dst (Qwen3-Next's 512 experts are 16 fp32 tiles a row).
   ASSIGN_OR_RETURN(Composition c,
-                   FinishSection(t, absl::StrCat("moe_route_", g.tokens, "x", ne, "x", k), TokenTilesInner(g.rows_t, 1, g.e_t),
-                                 kF32, ApproxIn("mixture-of-experts routing", kF32), target, DstPolicy::kStreamed));
+                   FinishSection(t, absl::StrCat("moe_route_", g.tokens, "x", ne, "x", k),
+                                 TokenTilesInner(g.rows_t, 1, g.e_t), kF32, ApproxIn("mixture-of-experts routing", kF32), target, DstPolicy::kStreamed));
   return std::move(c.sections[0]);
 }
 
@@ -349,6 +349,66 @@ absl::StatusOr<Composition> MoePrefill(const proto::OpSpec& spec, const MoeOpera
   for (absl::StatusOr<Section>& part : parts) {
     RETURN_IF_ERROR(part.status());
     c.sections.push_back(*std::move(part));
+  }
+  return c;
+}
+
+absl::StatusOr<Composition> MoePrefillSharedGate(const OperandRef& x_op, const OperandRef& w_op,
+                                                 const std::string& routed, const std::string& shared,
+                                                 const std::string& weight, const std::string& out, int64_t tokens,
+                                                 int64_t d, const Target& target) {
+  ASSIGN_OR_RETURN(Precision elem, ElemPrecision(target));
+  const int64_t tr = target.tile_rows(), tc = target.tile_cols();
+  const int64_t rows_t = CeilDiv(tokens, tr), d_t = TilesOf(d, target);
+  Composition c;
+  {
+    // ★ THE GATE IS A SCORE: each row's x·w at fp32, then its sigmoid; the weight leaves at the datapath's precision,
+    // as the add that reads it takes its operands (moe.h's one-token gate, a row a token).
+    Template t(tr, tc);
+    ASSIGN_OR_RETURN(TensorInit x_init, InitOf(x_op.fill, tokens * d));
+    ASSIGN_OR_RETURN(TensorInit w_init, InitOf(w_op.fill, d));
+    const TensorId xt = t.AddTensor(x_op.name, TensorRole::kInput, tokens, d, elem, std::move(x_init));
+    const TensorId wt = t.AddTensor(w_op.name, TensorRole::kInput, 1, d, elem, std::move(w_init));
+    const BufferId x = t.AddBuffer("in_x", d_t, elem);
+    t.AddLoad("load_x", xt, {{LoopVar::kItemY, d_t}}, d_t, x);
+    const BufferId w = t.AddBufferDeep("in_gate_w", 1, d_t, elem);
+    t.AddLoad("load_gate_w", wt, {}, d_t, w);
+    const BufferId logit = t.AddScratch("shared_gate_logit", 1, kF32);
+    t.AddGeneric("shared_gate_logit", HeadSpace(tr, d, IterKind::kReduceSum), {x, w},
+                 {IdentMap(t.PageWidth(d_t)), At(0)}, PerRowMap(tc), Mul(Op(0), Op(1)), logit);
+    const BufferId s = t.AddBuffer("shared_weight", 1, elem);
+    t.AddGeneric("shared_gate_sigmoid", HeadSpace(tr, 1), {logit}, {PerRowMap(tc)}, PerRowMap(tc),
+                 MoeSigmoid(Op(0)), s);
+    const TensorId st = t.AddTensor(weight, TensorRole::kOutput, tokens, tc, elem, TensorInit::Zero());
+    t.AddStore("store_shared_weight", st, {{LoopVar::kItemY, 1}}, 1, s);
+    WireFirstReaders(t);
+    ASSIGN_OR_RETURN(Composition g, FinishSection(t, absl::StrCat("moe_shared_gate_", tokens, "x", d),
+                                                  TokenTilesInner(rows_t, 1, 1), kF32,
+                                                  ApproxIn("moe shared expert gate", kF32), target));
+    c.sections.push_back(std::move(g.sections[0]));
+  }
+  {
+    Template t(tr, tc);
+    const std::vector<Term> tile{{LoopVar::kItemY, d_t}, {LoopVar::kItemX, 1}};
+    std::vector<BufferId> ins;
+    for (const std::string& name : {routed, shared}) {
+      const TensorId id = t.AddTensor(name, TensorRole::kInput, tokens, d, elem, TensorInit::External());
+      ins.push_back(t.AddBuffer(absl::StrCat("in_", name.substr(name.rfind('_') + 1)), 1, elem));
+      t.AddLoad(absl::StrCat("load_", name.substr(name.rfind('_') + 1)), id, tile, 1, ins.back());
+    }
+    const TensorId st = t.AddTensor(weight, TensorRole::kInput, tokens, tc, elem, TensorInit::External());
+    ins.push_back(t.AddBuffer("in_weight", 1, elem));
+    t.AddLoad("load_weight", st, {{LoopVar::kItemY, 1}}, 1, ins.back());
+    const BufferId y = t.AddBuffer("out", 1, elem);
+    t.AddGeneric("shared_gated_add", TileSpace(tr, tc), ins, {IdentMap(tc), IdentMap(tc), PerRowMap(tc)},
+                 IdentMap(tc), Add(Op(0), Mul(Op(2), Op(1))), y);
+    const TensorId ot = t.AddTensor(out, TensorRole::kOutput, tokens, d, elem, TensorInit::Zero());
+    t.AddStore(absl::StrCat("store_", out), ot, tile, 1, y);
+    WireFirstReaders(t);
+    ASSIGN_OR_RETURN(Composition a, FinishSection(t, absl::StrCat("moe_shared_gated_add_", tokens, "x", d),
+                                                  TokenTilesInner(rows_t, d_t, 1), AccFor(elem),
+                                                  ApproxIn("moe shared expert's gated add", elem), target));
+    c.sections.push_back(std::move(a.sections[0]));
   }
   return c;
 }

@@ -23,7 +23,7 @@
 // tile rows the same for every item of a token tile (multicast along ITEM_X).
 //
 // Refusals (NotLowered): widths that are not whole tiles of a square tile, experts that are not whole tiles, a group
-// limit, weighed inputs and a gated shared expert at a prefill (not yet), and the budgets of items and pages.
+// limit and weighed inputs at a prefill (not yet), and the budgets of items and pages.
 #ifndef LOWERINGS_MOE_MOE_PREFILL_H_
 #define LOWERINGS_MOE_MOE_PREFILL_H_
 
@@ -44,6 +44,14 @@ namespace spatial {
 absl::StatusOr<Composition> MoePrefill(const proto::OpSpec& spec, const MoeOperands& layout,
                                        const std::vector<OperandRef>& operands, const MoeNames& names,
                                        const Target& target);
+
+// Qwen3-Next's gated shared expert over a prefill's T tokens: out = routed + sigmoid(x·w)·shared, a weight a token.
+// "moe_shared_gate_{T}x{d}" (an item per token tile: each row's dot product at fp32, its sigmoid, into `weight`,
+// T x TC, column 0 a row's) then "moe_shared_gated_add_{T}x{d}" (an item per tile of the result).
+absl::StatusOr<Composition> MoePrefillSharedGate(const OperandRef& x, const OperandRef& w, const std::string& routed,
+                                                 const std::string& shared, const std::string& weight,
+                                                 const std::string& out, int64_t tokens, int64_t d,
+                                                 const Target& target);
 
 }  // namespace spatial
 

@@ -212,7 +212,10 @@ std::vector<OpCase> MoeCases() {
            // A prefill's tokens through the dense form: Qwen3-30B-A3B's routing over 40 tokens, gpt-oss's over 3.
            {"wormhole_n150", 64, 64, 128, 8, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 0, false,
             /*tokens=*/40},
-           {"wormhole_n150", 64, 96, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true, 0, false, 3}}) {
+           {"wormhole_n150", 64, 96, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true, 0, false, 3},
+           // Qwen3-Next's gated shared expert over 33 tokens.
+           {"wormhole_n150", 64, 32, 512, 10, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 32,
+            true, 33}}) {
     v.push_back({c.target, testing::MoeSpecOf(c), testing::MoeDraw(c.d, c.dff)});
   }
   return v;

@@ -60,15 +60,16 @@ std::string SmallModel(const std::string& kind) {
                                {{R"("rope_scaling": null, )", ""}});
   }
   if (kind == "gpt_oss") {
-    // Biased projections, sinks, layer 0 sliding over 5 positions and layer 1 full, the biased mixture of 8 experts
-    // (top 3) with the clamped SwiGLU, yarn's RoPE squeezed to the small head.
+    // Biased projections, sinks, layer 0 sliding over 5 positions and layer 1 full, the biased mixture of 32 experts
+    // of 32 (top 3; whole tiles, so a prefill takes the dense form on wormhole too) with the clamped SwiGLU, yarn's
+    // RoPE squeezed to the small head.
     return absl::StrReplaceAll(
-        Qwen3Json(R"(, "attention_bias": true, "num_local_experts": 8, "num_experts_per_tok": 3,
+        Qwen3Json(R"(, "attention_bias": true, "num_local_experts": 32, "num_experts_per_tok": 3,
       "swiglu_limit": 7.0, "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"],
       "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0,
       "original_max_position_embeddings": 64, "truncate": false})",
                   "GptOssForCausalLM"),
-        {{R"("rope_scaling": null, )", ""}});
+        {{R"("rope_scaling": null, )", ""}, {R"("intermediate_size": 48)", R"("intermediate_size": 32)"}});
   }
   if (kind == "deepseek") {
     // Latent attention (q rank 16; 32 heads, a latent, nope and values of 32 and a rope part of 64: the MLA op
@@ -89,8 +90,9 @@ std::string SmallModel(const std::string& kind) {
   }
   if (kind == "qwen3_next") {
     // Layer 0 a Gated DeltaNet (2 key heads, 4 value heads, 16 wide, a conv of 4 taps), layer 1 the gated attention
-    // with RoPE over half of each head; both the mixture of 8 experts (top 3) and its gated shared expert of 16.
-    return Qwen3Json(R"(, "num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 16,
+    // with RoPE over half of each head; both the mixture of 32 experts of 32 (top 3) and its gated shared expert of
+    // 16.
+    return Qwen3Json(R"(, "num_experts": 32, "num_experts_per_tok": 3, "moe_intermediate_size": 32,
       "norm_topk_prob": true, "decoder_sparse_step": 1, "shared_expert_intermediate_size": 16,
       "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
       "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "partial_rotary_factor": 0.5,
@@ -98,8 +100,8 @@ std::string SmallModel(const std::string& kind) {
                      "Qwen3NextForCausalLM");
   }
   if (kind == "qwen3_moe") {
-    // Layer 0 kept dense (mlp_only_layers), layer 1 the mixture: 8 experts of 16, the top 3 renormalized.
-    return Qwen3Json(R"(, "num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 16,
+    // Layer 0 kept dense (mlp_only_layers), layer 1 the mixture: 32 experts of 32, the top 3 renormalized.
+    return Qwen3Json(R"(, "num_experts": 32, "num_experts_per_tok": 3, "moe_intermediate_size": 32,
       "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [0])",
                      "Qwen3MoeForCausalLM");
   }
@@ -281,18 +283,13 @@ TEST_P(ExampleLayer, LowersAndCertifiesAtPrefill128) {
   ASSERT_TRUE(c.ok()) << c.status();
   for (const LayerKind& kind : LayerKinds(*c)) {
     absl::StatusOr<LayerPlan> p = PrefillLayerPlan(*c, kind.first, PrefillPhase{128, 128, {}}, Wormhole());
-    // Not yet at a prefill: latent attention, the Gated DeltaNet layer, Qwen3-Next's gated shared expert.
-    if (c->mla.on() || kind.linear) {
-      EXPECT_THAT(p.status().message(), HasSubstr(c->mla.on() ? "through latent attention: the MLA op is one decode"
-                                                              : "through a Gated DeltaNet layer"));
+    // Not yet at a prefill: latent attention.
+    if (c->mla.on()) {
+      EXPECT_THAT(p.status().message(), HasSubstr("through latent attention: the MLA op is one decode"));
       continue;
     }
     ASSERT_TRUE(p.ok()) << p.status();
     absl::StatusOr<LoweredLayer> l = LowerLayer(*p, Wormhole());
-    if (kind.moe && c->shared_gate) {
-      EXPECT_THAT(l.status().message(), HasSubstr("a gated shared expert over a prefill's 128 tokens"));
-      continue;
-    }
     ASSERT_TRUE(l.ok()) << l.status();
     CertifyResult cert = Certify(l->program, Wormhole());
     for (const proto::Diagnostic& d : cert.diagnostics) ADD_FAILURE() << FormatDiagnostic(d, l->program.name);
@@ -557,36 +554,33 @@ TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
                                                                  " tokens through latent attention")));
         continue;
       }
-      if (c.IsLinearLayer(layer)) {
-        EXPECT_THAT(p.status().message(), HasSubstr(absl::StrCat("NotLowered: a prefill of ", tokens,
-                                                                 " tokens through a Gated DeltaNet layer")));
-        continue;
-      }
       ASSERT_TRUE(p.ok()) << p.status();
-      // The mixture's prefill form takes whole tiles: these 32- and 48-wide experts are not, on 32 x 32 tiles (and
-      // Qwen3-Next's gated shared expert has no prefill form yet).
-      if (c.IsMoeLayer(layer) && GetParam().target != "test_tiny") {
-        const absl::Status refused = LowerLayer(*p, *target_).status();
-        EXPECT_THAT(refused.message(), HasSubstr(c.shared_gate ? "a gated shared expert over a prefill's"
-                                                               : "are not whole tiles of a square tile"));
-        continue;
-      }
       const auto [inputs, vm] = LowerAndRun(*p, 1);
       if (vm.empty()) return;
       const testing::DecoderWeights w = WeightsOf(inputs);
       const std::vector<double> x = ValuesOf(inputs, "x");
       ASSERT_EQ(static_cast<int64_t>(x.size()), tokens * c.hidden);
       std::vector<double> k_cache = ValuesOf(inputs, "k_cache"), v_cache = ValuesOf(inputs, "v_cache"), x_out;
+      // A Gated DeltaNet layer carries its conv ring and memory from token to token instead.
+      std::vector<double> conv_state = ValuesOf(inputs, "conv_state"), gdn_state = ValuesOf(inputs, "gdn_state");
       for (int64_t t = 0; t < tokens; ++t) {
         const std::vector<double> row(x.begin() + t * c.hidden, x.begin() + (t + 1) * c.hidden);
-        testing::DecoderStep step = testing::DecodeStep(c, layer, w, row, k_cache, v_cache, t + 1);
+        testing::DecoderStep step =
+            testing::DecodeStep(c, layer, w, row, k_cache, v_cache, t + 1, conv_state, gdn_state);
         x_out.insert(x_out.end(), step.x_out.begin(), step.x_out.end());
         k_cache = std::move(step.k_cache);
         v_cache = std::move(step.v_cache);
+        conv_state = std::move(step.conv_state);
+        gdn_state = std::move(step.gdn_state);
       }
       ExpectNearReference(vm, "x_out", x_out);
-      ExpectNearReference(vm, "k_cache", k_cache);
-      ExpectNearReference(vm, "v_cache", v_cache);
+      if (c.IsLinearLayer(layer)) {
+        ExpectNearReference(vm, "conv_state", conv_state);
+        ExpectNearReference(vm, "gdn_state", gdn_state);
+      } else {
+        ExpectNearReference(vm, "k_cache", k_cache);
+        ExpectNearReference(vm, "v_cache", v_cache);
+      }
     }
   }
 }
