@@ -27,6 +27,150 @@ struct Dense {
   int64_t tokens, rows_t, d_t, f_t, e_t, n_c, nj;
 };
 
+// The row maps of a token tile's pages: (token r, expert e) of an e_t-tile page, and token r's one value.
+struct RowMaps {
+  ElemAccess row, per_row;
+  int64_t tr, ew, one_w;
+  std::vector<IterSpec> Space(int64_t cols, std::optional<IterKind> pool = std::nullopt) const {
+    return HeadSpace(tr, cols, pool);
+  }
+};
+
+RowMaps MapsOf(const Template& t, const Dense& g) {
+  const int64_t ew = t.PageWidth(g.e_t), one_w = t.PageWidth(1);
+  return RowMaps{IdentMap(ew), PerRowMap(one_w), t.tile_rows(), ew, one_w};
+}
+
+// The scores P of a token tile's rows, at fp32 (★ THE ROUTER DECIDES THE EXPERTS, moe.h): the softmax or the
+// sigmoid of the router's logits, a row a token.
+BufferId AddRowScores(Template& t, const proto::MoeSpec& m, const MoeNames& names, const Dense& g) {
+  const int64_t ne = m.ne();
+  const RowMaps r = MapsOf(t, g);
+  const TensorId lt = t.AddTensor(names.logits, TensorRole::kInput, g.tokens, ne, kF32, TensorInit::External());
+  const BufferId l = t.AddBufferDeep("in_logits", 1, g.e_t, kF32);
+  t.AddLoad("load_logits", lt, {{LoopVar::kItemY, g.e_t}}, g.e_t, l);
+  const BufferId p = t.AddScratch("probs", g.e_t, kF32);
+  if (m.score() == proto::MoeSpec::SOFTMAX) {
+    const BufferId mx = t.AddScratch("row_max", 1, kF32);
+    t.AddGeneric("row_max", r.Space(ne, IterKind::kReduceMax), {l}, {r.row}, r.per_row, Op(0), mx);
+    const BufferId ex = t.AddScratch("expx", g.e_t, kF32);
+    t.AddGeneric("exp_centred", r.Space(ne), {l, mx}, {r.row, r.per_row}, r.row,
+                 Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))), ex);
+    const BufferId sum = t.AddScratch("row_sum", 1, kF32);
+    t.AddGeneric("row_sum", r.Space(ne, IterKind::kReduceSum), {ex}, {r.row}, r.per_row, Op(0), sum);
+    const BufferId inv = t.AddScratch("row_inv", 1, kF32);
+    t.AddGeneric("recip", r.Space(1), {sum}, {r.per_row}, r.per_row, Unary(SfpuKind::Recip(), Op(0)), inv);
+    t.AddGeneric("probs", r.Space(ne), {ex, inv}, {r.row, r.per_row}, r.row, Mul(Op(0), Op(1)), p);
+  } else {
+    t.AddGeneric("probs", r.Space(ne), {l}, {r.row}, r.row, MoeSigmoid(Op(0)), p);
+  }
+  return p;
+}
+
+// What the rounds choose by, into `into` (moe_routing.h's selection, a row a token): max(P + B, −1e30) with a
+// selection bias (one row for every token), max(P, −1e30) for a sigmoid without one, P for a softmax.
+absl::Status AddRowSelection(Template& t, const proto::MoeSpec& m, const MoeOperands& layout,
+                             const std::vector<OperandRef>& operands, const Dense& g, BufferId p, BufferId into) {
+  const int64_t ne = m.ne();
+  const RowMaps r = MapsOf(t, g);
+  std::vector<BufferId> ins{p};
+  std::vector<ElemAccess> maps{r.row};
+  Body sel = Op(0);
+  if (layout.selection_bias >= 0) {
+    const OperandRef& b = operands[layout.selection_bias];
+    ASSIGN_OR_RETURN(TensorInit init, InitOf(b.fill, ne));
+    const TensorId bt = t.AddTensor(b.name, TensorRole::kInput, 1, ne, kF32, std::move(init));
+    const BufferId bias = t.AddBufferDeep("in_selection_bias", 1, g.e_t, kF32);
+    t.AddLoad("load_selection_bias", bt, {}, g.e_t, bias);
+    ins.push_back(bias);
+    maps.push_back(At(0));
+    sel = Max(Add(Op(0), Op(1)), Const(kMoeMasked));
+  } else if (m.score() == proto::MoeSpec::SIGMOID) {
+    sel = Max(Op(0), Const(kMoeMasked));
+  }
+  t.AddGeneric("scores", r.Space(ne), std::move(ins), std::move(maps), r.row, std::move(sel), into);
+  return absl::OkStatus();
+}
+
+// "moe_groups_{T}x{ne}x{kept}": the group limit of a token tile's rows, as the decode's (moe_routing.h) takes it a
+// row a token: each group scored by its two best selection scores, kept rounds (the fold) each choosing a row's best
+// group left, and the selection scores of the chosen groups' experts kept, −1e30 elsewhere. ★ A GROUP IS A COLUMN
+// OF ITS ROW: the groups of token r are columns of row r of one tile (the decode's are rows: it has one token), so
+// a group's members are a third axis.
+absl::StatusOr<Section> GroupsSection(const proto::MoeSpec& m, const MoeOperands& layout,
+                                      const std::vector<OperandRef>& operands, const MoeNames& names, const Dense& g,
+                                      const Target& target) {
+  const int64_t ne = m.ne(), count = m.group_count(), kept = m.group_kept(), per = ne / count;
+  if (count > target.tile_cols()) {
+    return NotLowered(absl::StrCat("a group limit over a prefill's tokens with more groups (", count,
+                                   ") than a tile has columns"));
+  }
+  ASSIGN_OR_RETURN(Precision ix, IndexType(target, ne + 1));
+  RETURN_IF_ERROR(RequireIndexArithmetic("a mixture-of-experts group limit", target));
+  Template t(target.tile_rows(), target.tile_cols());
+  const RowMaps r = MapsOf(t, g);
+  const BufferId p = AddRowScores(t, m, names, g);
+  const BufferId sel = t.AddScratch("selection", g.e_t, kF32);
+  RETURN_IF_ERROR(AddRowSelection(t, m, layout, operands, g, p, sel));
+  // (token, group) spaces: member c of group k of row r is column k·per + c; group k's value column k of row r.
+  auto groups = [&](std::optional<IterKind> pool) {
+    return std::vector<IterSpec>{{LoopVar::kRow, r.tr},
+                                 {LoopVar::kK, count},
+                                 {LoopVar::kCol, pool ? per : 1, pool.value_or(IterKind::kParallel)}};
+  };
+  const ElemAccess members{0, {{LoopVar::kRow, r.ew}, {LoopVar::kK, per}, {LoopVar::kCol, 1}}, std::nullopt};
+  const ElemAccess own{0, {{LoopVar::kRow, r.one_w}, {LoopVar::kK, 1}}, std::nullopt};
+  const BufferId left = t.AddScratchDeep("group_left", 2, 1, kF32);
+  const BufferId best = per == 1 ? left : t.AddScratch("group_best", 1, kF32);
+  t.AddGeneric("group_best", groups(IterKind::kReduceMax), {sel}, {members}, own, Op(0), best);
+  if (per > 1) {
+    const BufferId at_best = t.AddScratch("group_at_best", 1, ix);
+    t.AddGeneric("group_at_best", groups(IterKind::kReduceArgMax), {sel}, {members}, own, Op(0), at_best);
+    const BufferId past_best = t.AddScratch("group_past_best", 1, ix);
+    t.AddGeneric("group_past_best", groups(std::nullopt), {at_best}, {own}, own, Add(Op(0), Const(1.0)), past_best);
+    const BufferId second = t.AddScratch("group_second", 1, kF32);
+    t.AddGeneric("group_second", groups(IterKind::kReduceMax), {sel, at_best, past_best}, {members, own, own}, own,
+                 Select(Pred::GeOperand(LoopVar::kCol, 1),
+                        Select(Pred::LtOperand(LoopVar::kCol, 2), Const(kMoeMasked), Op(0)), Op(0)),
+                 second);
+    t.AddGeneric("group_score", groups(std::nullopt), {best, second}, {own, own}, own, Add(Op(0), Op(1)), left);
+  }
+  // Which experts each row's kept groups hold: a carried 0/1 page.
+  const BufferId inside = t.AddScratchDeep("inside", 2, g.e_t, kF32);
+  t.AddGeneric("init_inside", r.Space(ne), {}, {}, r.row, Const(0.0), inside);
+
+  // ── A round a block: each row's best group left, its −1e30 written back, its experts [k·per, k·per + per) marked.
+  const MoeRounds rounds = MoeRounds::Begin(t, kept);
+  const ElemAccess group_row = IdentMap(r.one_w);
+  const BufferId pick = t.AddScratch("group", 1, ix);
+  t.AddGeneric("group", r.Space(count, IterKind::kReduceArgMax), {left}, {group_row}, r.per_row, Op(0), pick);
+  const BufferId end = t.AddScratch("group_end", 1, ix);
+  t.AddGeneric("group_end", r.Space(1), {pick}, {r.per_row}, r.per_row, Add(Op(0), Const(1.0)), end);
+  t.AddGeneric("group_taken", r.Space(count), {left, pick, end}, {group_row, r.per_row, r.per_row}, group_row,
+               Add(Op(0), InsidePick(LoopVar::kCol, 1, kMoeMasked)), left);
+  const Body width = Const(static_cast<double>(per));
+  const BufferId from = t.AddScratch("group_from", 1, ix);
+  t.AddGeneric("group_from", r.Space(1), {pick}, {r.per_row}, r.per_row, Mul(Op(0), width), from);
+  const BufferId to = t.AddScratch("group_to", 1, ix);
+  t.AddGeneric("group_to", r.Space(1), {from}, {r.per_row}, r.per_row, Add(Op(0), width), to);
+  t.AddGeneric("group_inside", r.Space(ne), {inside, from, to}, {r.row, r.per_row, r.per_row}, r.row,
+               Add(Op(0), InsidePick(LoopVar::kCol, 1, 1.0)), inside);
+
+  // ── sel + (1 − inside)·(−1e30), as the decode's: the kept groups' experts keep their selection scores exactly.
+  t.SetPhase(rounds.after);
+  const BufferId chosen = t.AddBufferDeep("chosen", 1, g.e_t, kF32);
+  t.AddGeneric("chosen", r.Space(ne), {sel, inside}, {r.row, r.row}, r.row,
+               Add(Op(0), Mul(Sub(Const(1.0), Op(1)), Const(kMoeMasked))), chosen);
+  const TensorId out = t.AddTensor(names.choosing, TensorRole::kOutput, g.tokens, ne, kF32, TensorInit::Zero());
+  t.AddStore("store_choosing", out, {{LoopVar::kItemY, g.e_t}}, g.e_t, chosen);
+  WireFirstReaders(t);
+  ASSIGN_OR_RETURN(Composition c,
+                   FinishSection(t, absl::StrCat("moe_groups_", g.tokens, "x", ne, "x", kept),
+                                 TokenTilesInner(g.rows_t, 1, g.e_t), kF32,
+                                 ApproxIn("mixture-of-experts group limit", kF32), target, DstPolicy::kStreamed));
+  return std::move(c.sections[0]);
+}
+
 // "moe_route_{T}x{ne}x{k}": a token tile's rows, each routed as the decode routes its one token (moe_routing.h).
 absl::StatusOr<Section> RouteSection(const proto::MoeSpec& m, const MoeOperands& layout,
                                      const std::vector<OperandRef>& operands, const MoeNames& names, const Dense& g,
@@ -36,48 +180,20 @@ absl::StatusOr<Section> RouteSection(const proto::MoeSpec& m, const MoeOperands&
   ASSIGN_OR_RETURN(Precision ix, IndexType(target, ne + 1));
   RETURN_IF_ERROR(RequireIndexArithmetic("a mixture-of-experts pick", target));
   Template t(target.tile_rows(), target.tile_cols());
-  const int64_t tr = t.tile_rows(), ew = t.PageWidth(g.e_t), one_w = t.PageWidth(1);
-  const ElemAccess row = IdentMap(ew);          // (token r, expert e) of an e_t-tile page
-  const ElemAccess per_row = PerRowMap(one_w);  // token r's one value
-  auto rows = [&](int64_t cols, std::optional<IterKind> pool = std::nullopt) { return HeadSpace(tr, cols, pool); };
-
-  const TensorId lt = t.AddTensor(names.logits, TensorRole::kInput, g.tokens, ne, kF32, TensorInit::External());
-  const BufferId l = t.AddBufferDeep("in_logits", 1, g.e_t, kF32);
-  t.AddLoad("load_logits", lt, {{LoopVar::kItemY, g.e_t}}, g.e_t, l);
-  // ★ THE ROUTER DECIDES THE EXPERTS, SO ITS SCORES STAY AT THE ACCUMULATOR'S WIDTH (moe.h), a row a token.
-  const BufferId p = t.AddScratch("probs", g.e_t, kF32);
-  if (m.score() == proto::MoeSpec::SOFTMAX) {
-    const BufferId mx = t.AddScratch("row_max", 1, kF32);
-    t.AddGeneric("row_max", rows(ne, IterKind::kReduceMax), {l}, {row}, per_row, Op(0), mx);
-    const BufferId ex = t.AddScratch("expx", g.e_t, kF32);
-    t.AddGeneric("exp_centred", rows(ne), {l, mx}, {row, per_row}, row, Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))),
-                 ex);
-    const BufferId sum = t.AddScratch("row_sum", 1, kF32);
-    t.AddGeneric("row_sum", rows(ne, IterKind::kReduceSum), {ex}, {row}, per_row, Op(0), sum);
-    const BufferId inv = t.AddScratch("row_inv", 1, kF32);
-    t.AddGeneric("recip", rows(1), {sum}, {per_row}, per_row, Unary(SfpuKind::Recip(), Op(0)), inv);
-    t.AddGeneric("probs", rows(ne), {ex, inv}, {row, per_row}, row, Mul(Op(0), Op(1)), p);
-  } else {
-    t.AddGeneric("probs", rows(ne), {l}, {row}, row, MoeSigmoid(Op(0)), p);
-  }
-  // What the rounds choose by (moe_routing.h's selection, a row a token): the selection bias is one row for all.
+  const RowMaps maps = MapsOf(t, g);
+  const ElemAccess row = maps.row, per_row = maps.per_row;
+  auto rows = [&](int64_t cols, std::optional<IterKind> pool = std::nullopt) { return maps.Space(cols, pool); };
+  const BufferId p = AddRowScores(t, m, names, g);
+  // The row the rounds choose from, carried: the selection, or under a group limit the groups section's row.
   const BufferId left = t.AddScratchDeep("left", 2, g.e_t, kF32);
-  std::vector<BufferId> sel_ins{p};
-  std::vector<ElemAccess> sel_maps{row};
-  Body sel = Op(0);
-  if (layout.selection_bias >= 0) {
-    const OperandRef& b = operands[layout.selection_bias];
-    ASSIGN_OR_RETURN(TensorInit init, InitOf(b.fill, ne));
-    const TensorId bt = t.AddTensor(b.name, TensorRole::kInput, 1, ne, kF32, std::move(init));
-    const BufferId bias = t.AddBufferDeep("in_selection_bias", 1, g.e_t, kF32);
-    t.AddLoad("load_selection_bias", bt, {}, g.e_t, bias);
-    sel_ins.push_back(bias);
-    sel_maps.push_back(At(0));
-    sel = Max(Add(Op(0), Op(1)), Const(kMoeMasked));
-  } else if (m.score() == proto::MoeSpec::SIGMOID) {
-    sel = Max(Op(0), Const(kMoeMasked));
+  if (m.group_count() > 0) {
+    const TensorId ct = t.AddTensor(names.choosing, TensorRole::kInput, g.tokens, ne, kF32, TensorInit::External());
+    const BufferId chosen_groups = t.AddBufferDeep("in_choosing", 1, g.e_t, kF32);
+    t.AddLoad("load_choosing", ct, {{LoopVar::kItemY, g.e_t}}, g.e_t, chosen_groups);
+    t.AddGeneric("scores", rows(ne), {chosen_groups}, {row}, row, Op(0), left);
+  } else {
+    RETURN_IF_ERROR(AddRowSelection(t, m, layout, operands, g, p, left));
   }
-  t.AddGeneric("scores", rows(ne), std::move(sel_ins), std::move(sel_maps), row, std::move(sel), left);
   // Which experts each token chose: a carried 0/1 page.
   const BufferId chosen = t.AddScratchDeep("chosen", 2, g.e_t, kF32);
   t.AddGeneric("init_chosen", rows(ne), {}, {}, row, Const(0.0), chosen);
@@ -320,10 +436,6 @@ absl::StatusOr<Composition> MoePrefill(const proto::OpSpec& spec, const MoeOpera
     return NotLowered(absl::StrCat("a mixture of experts over a prefill's ", tokens, " tokens whose ", m.ne(),
                                    " experts are not whole tiles of ", target.tile_cols()));
   }
-  if (m.group_count() > 0) {
-    return NotLowered(absl::StrCat("a group limit over a prefill's ", tokens, " tokens (the dense form routes "
-                                   "without one)"));
-  }
   if (m.weigh_inputs()) {
     return NotLowered(absl::StrCat("weighed inputs over a prefill's ", tokens, " tokens (the dense form weighs the "
                                    "hidden rows)"));
@@ -342,6 +454,7 @@ absl::StatusOr<Composition> MoePrefill(const proto::OpSpec& spec, const MoeOpera
   RETURN_IF_ERROR(WorkItemBudget("a prefill mixture's down section", CheckedMul(g.rows_t, g.d_t)));
   ASSIGN_OR_RETURN(Composition c, MoeBlockedRouter(spec, layout, operands, names, target));
   std::vector<absl::StatusOr<Section>> parts;
+  if (m.group_count() > 0) parts.push_back(GroupsSection(m, layout, operands, names, g, target));
   parts.push_back(RouteSection(m, layout, operands, names, g, target));
   parts.push_back(SpreadSection(m, names, g, target));
   parts.push_back(UpSection(spec, layout, operands, names, g, elem, target));

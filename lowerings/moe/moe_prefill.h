@@ -9,6 +9,8 @@
 //
 // Sections (T_t token tiles; the widths whole tiles, the experts whole tiles of experts):
 //  "moe_router_{T}x{d}x{ne}"      L = x·Wr (+ bias) at fp32, an item per (token tile, expert tile)  (moe_blocked.h)
+//  "moe_groups_{T}x{ne}x{kept}"   under a group limit, an item per token tile: each row's groups, the kept rounds
+//                                 (the fold), the chosen groups' selection scores, "{out}__moe_choosing" (T x ne);
 //  "moe_route_{T}x{ne}x{k}"       an item per token tile: the scores (softmax or sigmoid) of its rows, the
 //                                 selection, k rounds (the fold) each picking a row's arg-max, then the dense weights
 //                                 w[t, e] = P[t, e]·[e chosen] renormalized and scaled, "{out}__moe_dense" (T x ne);
@@ -22,8 +24,8 @@
 // The gate/up rows and down rows are the same for every token tile (multicast along ITEM_Y), x's and the hidden's
 // tile rows the same for every item of a token tile (multicast along ITEM_X).
 //
-// Refusals (NotLowered): widths that are not whole tiles of a square tile, experts that are not whole tiles, a group
-// limit and weighed inputs at a prefill (not yet), and the budgets of items and pages.
+// Refusals (NotLowered): widths that are not whole tiles of a square tile, experts that are not whole tiles, more
+// groups than a tile has columns, weighed inputs at a prefill (not yet), and the budgets of items and pages.
 #ifndef LOWERINGS_MOE_MOE_PREFILL_H_
 #define LOWERINGS_MOE_MOE_PREFILL_H_
 

@@ -213,6 +213,9 @@ std::vector<OpCase> MoeCases() {
            {"wormhole_n150", 64, 64, 128, 8, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 0, false,
             /*tokens=*/40},
            {"wormhole_n150", 64, 96, 32, 4, S::SOFTMAX, true, 0.0, 0, 0, true, true, false, false, true, 0, false, 3},
+           // DeepSeek-V3's group limit over 40 tokens, with its shared expert.
+           {"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true, false, false, 64, false,
+            40},
            // Qwen3-Next's gated shared expert over 33 tokens.
            {"wormhole_n150", 64, 32, 512, 10, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 32,
             true, 33}}) {

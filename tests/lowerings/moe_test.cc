@@ -245,15 +245,24 @@ TEST(MoeTest, PrefillMatchesReference) {
                true},
               33),
       prefill({"test_tiny", 16, 8, 8, 2, S::SOFTMAX, true, 0.0, 0, 0, false, false, false, false, false, 8, true}, 11),
+      // DeepSeek-V3's group limit a row a token: groups of two and of one, then its real routing with the shared
+      // expert.
+      prefill({"test_tiny", 16, 8, 16, 4, S::SIGMOID, true, 2.5, 4, 2, false, false, true}, 9),
+      prefill({"test_tiny", 8, 8, 8, 2, S::SOFTMAX, true, 0.0, 8, 3}, 5),
+      prefill({"wormhole_n150", 64, 64, 256, 8, S::SIGMOID, true, 2.5, 8, 4, false, false, true, false, false, 64},
+              40),
   };
   for (const MoeCase& c : cases) {
     const proto::OpSpec spec = MoeSpecOf(c);
     SCOPED_TRACE(spec.ShortDebugString());
     const Target& t = Shipped(c.target);
     Composition comp = CheckLowering(spec, t, MoeDraw(c.d, c.dff), 1e-12, static_cast<uint64_t>(c.ne * 7 + c.tokens));
-    ASSERT_EQ(comp.sections.size(), 5u + (c.shared > 0 ? 6u : 0u) + (c.shared_gate ? 1u : 0u));
-    EXPECT_EQ(comp.sections[1].name, absl::StrCat("moe_route_", c.tokens, "x", c.ne, "x", c.k));
-    EXPECT_EQ(comp.sections[3].name, absl::StrCat("moe_dense_up_", c.tokens, "x", c.ne, "_", c.d, "x", c.dff));
+    const size_t groups = c.groups > 0 ? 1 : 0;
+    ASSERT_EQ(comp.sections.size(), 5u + groups + (c.shared > 0 ? 6u : 0u) + (c.shared_gate ? 1u : 0u));
+    if (groups) EXPECT_EQ(comp.sections[1].name, absl::StrCat("moe_groups_", c.tokens, "x", c.ne, "x", c.kept));
+    EXPECT_EQ(comp.sections[1 + groups].name, absl::StrCat("moe_route_", c.tokens, "x", c.ne, "x", c.k));
+    EXPECT_EQ(comp.sections[3 + groups].name,
+              absl::StrCat("moe_dense_up_", c.tokens, "x", c.ne, "_", c.d, "x", c.dff));
     const CertifyResult cert = Certify(comp, t);
     EXPECT_TRUE(cert.ok()) << (cert.diagnostics.empty() ? "" : cert.diagnostics[0].message());
   }
@@ -290,8 +299,8 @@ TEST(MoeTest, PrefillRefusals) {
             "of a square tile");
   EXPECT_EQ(status({"test_tiny", 8, 8, 6, 2}, 4),
             "NotLowered: a mixture of experts over a prefill's 4 tokens whose 6 experts are not whole tiles of 8");
-  EXPECT_EQ(status({"test_tiny", 16, 8, 16, 4, proto::MoeSpec::SIGMOID, true, 2.5, 4, 2}, 4),
-            "NotLowered: a group limit over a prefill's 4 tokens (the dense form routes without one)");
+  EXPECT_EQ(status({"test_tiny", 16, 8, 16, 4, proto::MoeSpec::SIGMOID, true, 2.5, 16, 2}, 4),
+            "NotLowered: a group limit over a prefill's tokens with more groups (16) than a tile has columns");
   MoeCase weighed{"test_tiny", 8, 8, 8, 2, proto::MoeSpec::SIGMOID, false};
   weighed.weigh_inputs = true;
   EXPECT_EQ(status(weighed, 4),
