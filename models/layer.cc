@@ -114,47 +114,47 @@ proto::OpSpec HeadSlice(const std::string& out, const char* in, int64_t every, i
 }
 
 // Per head: its wa of A, then its wb of B (JoinSpec's widths are the totals over the heads).
-proto::OpSpec Join(const std::string& out, const char* a, const char* b, int64_t heads, int64_t wa, int64_t wb) {
+proto::OpSpec Join(const std::string& out, const char* a, const char* b, int64_t heads, int64_t wa, int64_t wb,
+                   int64_t rows = 1) {
   proto::OpSpec s = Spec(out, {a, b});
   auto* j = s.mutable_join();
-  j->set_rows(1);
+  j->set_rows(rows);
   j->set_heads(heads);
   j->set_wa(heads * wa);
   j->set_wb(heads * wb);
   return s;
 }
 
-// ★ DEEPSEEK-V3'S LATENT ATTENTION, ONE DECODE STEP (modeling_deepseek_v3.py, absorbed as the MLA op has it): q
-// through its low-rank bottleneck (q_a_proj, RMSNorm, q_b_proj), each head's rope part rotated and joined back
-// after its nope part; the one latent row c (kv_a_proj_with_mqa's first kv_rank, RMSNorm'd) and the shared rope key
-// (its last rope, rotated) joined and written into the latent cache; the MLA op over that cache; o_proj. The
-// transformers model rotates interleaved pairs (rope_interleave): a fixed permutation of q_b_proj's and
-// kv_a_proj's rope columns turns that into the half split RoPE here, so the two cost the same.
+// ★ DEEPSEEK-V3'S LATENT ATTENTION, A DECODE STEP OR A PREFILL'S ROWS (modeling_deepseek_v3.py, absorbed as the
+// MLA op has it): q through its low-rank bottleneck (q_a_proj, RMSNorm, q_b_proj), each head's rope part rotated and
+// joined back after its nope part; the one latent row c (kv_a_proj_with_mqa's first kv_rank, RMSNorm'd) and the
+// shared rope key (its last rope, rotated) joined and written into the latent cache; the MLA op over that cache;
+// o_proj. The transformers model rotates interleaved pairs (rope_interleave): a fixed permutation of q_b_proj's and
+// kv_a_proj's rope columns turns that into the half split RoPE here, so the two cost the same. A prefill's T rows
+// go through every op as rows, and the MLA op takes them as query rows from position 1 (lowerings/attention/mla.h).
 absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, const WeightFormats& wf,
                                 LayerPlan* p) {
-  if (T > 1) {
-    return NotLowered(absl::StrCat("a prefill of ", T, " tokens through latent attention: the MLA op is one "
-                                   "decode step"));
-  }
   const LatentAttention& m = c.mla;
   const int64_t d = c.hidden, qk = m.nope + m.rope, kv_row = m.kv_rank + m.rope;
   auto add = [&](const char* label, proto::OpSpec spec) { p->ops.push_back({label, std::move(spec)}); };
-  add("q_a_proj", Matmul("q_a", "h", "wq_a", 1, d, m.q_rank, wf.attention));
-  add("q_a_norm", Norm("q_a_n", "q_a", "q_a_norm_w", 1, m.q_rank, c.eps, false));
-  add("q_b_proj", Matmul("q", "q_a_n", "wq_b", 1, m.q_rank, c.heads * qk, wf.attention));
-  add("q_nope", HeadSlice("q_nope", "q", qk, 0, m.nope, c.heads * qk));
-  add("q_pe", HeadSlice("q_pe", "q", qk, m.nope, m.rope, c.heads * qk));
-  add("q_rope", Rope("q_pe_rot", "q_pe", c.heads, m.rope, 1, c, cache));
-  add("q_join", Join("q_mla", "q_nope", "q_pe_rot", c.heads, m.nope, m.rope));
-  add("kv_a_proj", Matmul("kv_a", "h", "wkv_a", 1, d, kv_row, wf.attention));
-  add("c_kv", HeadSlice("c_kv", "kv_a", kv_row, 0, m.kv_rank, kv_row));
-  add("k_pe", HeadSlice("k_pe", "kv_a", kv_row, m.kv_rank, m.rope, kv_row));
-  add("kv_a_norm", Norm("c_kv_n", "c_kv", "kv_a_norm_w", 1, m.kv_rank, c.eps, false));
-  add("k_rope", Rope("k_pe_rot", "k_pe", 1, m.rope, 1, c, cache));
-  add("kv_join", Join("kv_row", "c_kv_n", "k_pe_rot", 1, m.kv_rank, m.rope));
-  add("kv_cache_write", CacheWrite("kv_cache", "kv_row", cache, kv_row, 1, true));
+  add("q_a_proj", Matmul("q_a", "h", "wq_a", T, d, m.q_rank, wf.attention));
+  add("q_a_norm", Norm("q_a_n", "q_a", "q_a_norm_w", T, m.q_rank, c.eps, false));
+  add("q_b_proj", Matmul("q", "q_a_n", "wq_b", T, m.q_rank, c.heads * qk, wf.attention));
+  add("q_nope", HeadSlice("q_nope", "q", qk, 0, m.nope, T * c.heads * qk));
+  add("q_pe", HeadSlice("q_pe", "q", qk, m.nope, m.rope, T * c.heads * qk));
+  add("q_rope", Rope("q_pe_rot", "q_pe", c.heads, m.rope, T, c, cache));
+  add("q_join", Join("q_mla", "q_nope", "q_pe_rot", c.heads, m.nope, m.rope, T));
+  add("kv_a_proj", Matmul("kv_a", "h", "wkv_a", T, d, kv_row, wf.attention));
+  add("c_kv", HeadSlice("c_kv", "kv_a", kv_row, 0, m.kv_rank, T * kv_row));
+  add("k_pe", HeadSlice("k_pe", "kv_a", kv_row, m.kv_rank, m.rope, T * kv_row));
+  add("kv_a_norm", Norm("c_kv_n", "c_kv", "kv_a_norm_w", T, m.kv_rank, c.eps, false));
+  add("k_rope", Rope("k_pe_rot", "k_pe", 1, m.rope, T, c, cache));
+  add("kv_join", Join("kv_row", "c_kv_n", "k_pe_rot", 1, m.kv_rank, m.rope, T));
+  add("kv_cache_write", CacheWrite("kv_cache", "kv_row", cache, kv_row, T, true));
   {
-    proto::OpSpec s = Spec("ctx", {"q_mla", "w_uk", "kv_cache", "w_uv", "pos"});
+    // A prefill from position 1 names its bound literally (as the attention's, BuildLayer); a decode step reads P.
+    proto::OpSpec s = T > 1 ? Spec("ctx", {"q_mla", "w_uk", "kv_cache", "w_uv"})
+                            : Spec("ctx", {"q_mla", "w_uk", "kv_cache", "w_uv", "pos"});
     auto* a = s.mutable_mla();
     a->set_heads(c.heads);
     a->set_nope(m.nope);
@@ -162,13 +162,18 @@ absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, 
     a->set_rank(m.kv_rank);
     a->set_vd(m.vd);
     a->set_l(cache);
-    a->mutable_pos()->set_named("pos");
+    if (T > 1) {
+      a->set_rows(T);
+      a->mutable_pos()->set_literal(1);
+    } else {
+      a->mutable_pos()->set_named("pos");
+    }
     // DeepseekV3Attention: qk_head_dim^-0.5, times yarn's mscale(factor, mscale_all_dim) squared.
     const double ms = c.rope_scaling.mscale_all_dim > 0 ? c.YarnMscale(c.rope_scaling.mscale_all_dim) : 1.0;
     a->set_scale(ms * ms / std::sqrt(static_cast<double>(qk)));
     add("attention", std::move(s));
   }
-  add("o_proj", Matmul("attn_out", "ctx", "wo", 1, c.heads * m.vd, d, wf.attention));
+  add("o_proj", Matmul("attn_out", "ctx", "wo", T, c.heads * m.vd, d, wf.attention));
   p->weights.insert(p->weights.end(), {"wq_a", "q_a_norm_w", "wq_b", "wkv_a", "kv_a_norm_w", "w_uk", "w_uv", "wo"});
   p->state = {"kv_cache"};
   return absl::OkStatus();

@@ -236,8 +236,7 @@ Subcommand ModelCommand() {
       {"decode", FlagSpec::Kind::kValue, "P", "a decode step at 1-based position P (attends positions 1..P)"},
       {"cache", FlagSpec::Kind::kValue, "L", "the KV caches' rows (default P)"},
       {"prefill", FlagSpec::Kind::kValue, "T",
-       "a prefill of T tokens from position 1 (not yet through latent attention, a Gated DeltaNet layer or a gated "
-       "shared expert)"},
+       "a prefill of T tokens from position 1 (a mixture of experts runs every expert over every token)"},
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "the target (default wormhole_n150)"},
       {"weights", FlagSpec::Kind::kValue, "FORMAT",
        "matmul weight storage: default (the target's), bf16, bfp8_b, bfp4_b, or tt_transformers' decode recipes "

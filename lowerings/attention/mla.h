@@ -42,6 +42,7 @@ struct MlaShape {
   std::optional<Bound> limit;  // P, when it is an operand (index 4)
   double scale = 1.0;
   int operands = 4;  // q, w_uk, cache, w_uv, then P when named
+  int64_t rows = 1;  // query rows: row t attends P + t positions
 
   int64_t q_every() const { return nope + rope; }
   int64_t key() const { return rank + rope; }
@@ -52,6 +53,11 @@ struct MlaShape {
 // attention length outside its cache — ...".
 absl::StatusOr<MlaShape> MlaShapeOf(const proto::OpSpec& spec);
 
+// A prefill's rows (MlaSpec.rows > 1) take five sections: each head's latent query over the rows (the per-head
+// product on the matrix engine, head_matmul.h's rows form), the rope part, the two joined and made dense
+// (T x heads·(rank + rope)), the flash fold with the rows as query rows of every head (each item one tile of a
+// head's rows, its causal limit a row's own), and the per-head W_uv product over the rows.
+//
 // OpSpec.mla: the seven sections above. Refused (NotLowered) unless nope, rope, rank and vd are whole tiles and the
 // heads whole tile rows ("a latent attention whose widths are not whole tiles, or whose heads are not whole tile
 // rows"), and as each section's lowering refuses.

@@ -74,7 +74,8 @@ absl::StatusOr<TensorMap> ReferenceMla(const proto::OpSpec& spec, const TensorMa
   ASSIGN_OR_RETURN(const std::vector<OperandRef> ops, OperandsOf(spec, "mla", s.operands));
   const int64_t heads = s.heads, nope = s.nope, rope = s.rope, rank = s.rank, vd = s.vd;
   // The operands as the lowering declares them.
-  ASSIGN_OR_RETURN(const TensorData* q_in, RefInput(inputs, ops[0].name, 1, heads * s.q_every()));
+  const int64_t T = s.rows;
+  ASSIGN_OR_RETURN(const TensorData* q_in, RefInput(inputs, ops[0].name, T, heads * s.q_every()));
   ASSIGN_OR_RETURN(const TensorData* uk_in, RefInput(inputs, ops[1].name, heads * nope, rank));
   ASSIGN_OR_RETURN(const TensorData* cache_in, RefInput(inputs, ops[2].name, s.l, s.key()));
   ASSIGN_OR_RETURN(const TensorData* uv_in, RefInput(inputs, ops[3].name, heads * rank, vd));
@@ -82,22 +83,23 @@ absl::StatusOr<TensorMap> ReferenceMla(const proto::OpSpec& spec, const TensorMa
   const std::vector<double>* w_uk = &uk_in->values;
   const std::vector<double>* cache = &cache_in->values;
   const std::vector<double>* w_uv = &uv_in->values;
-  int64_t n = s.attended;
+  // Row t attends the first P + t positions (a decode's one row its P).
+  int64_t first = s.attended - (T - 1);
   if (s.limit) {
     ASSIGN_OR_RETURN(const TensorData* p, RefInput(inputs, ops[4].name, 1, 1));
     RETURN_IF_ERROR(RefIntegral(*p, ops[4].name));
-    n = static_cast<int64_t>(p->values[0]);
-    if (n < 1 || n > s.l) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("latent attention position ", n, " outside [1, ", s.l, "] (a cache of ", s.l, ")"));
+    first = static_cast<int64_t>(p->values[0]);
+    if (first < 1 || first + (T - 1) > s.l) {
+      return absl::InvalidArgumentError(absl::StrCat("latent attention position ", first, " outside [1, ",
+                                                     s.l - (T - 1), "] (a cache of ", s.l, ", ", T, " rows)"));
     }
   }
-  // One head attending its own materialized keys and values over the n live positions.
+  const int64_t n = first + (T - 1);
+  // One head attending its own materialized keys and values over a row's live positions.
   AttentionShape one;
   one.heads = QueryHeads{1, 1, 1};
   one.widths = HeadWidths{1, s.q_every(), vd, s.scale, std::nullopt};
-  one.cache = Cache{n, n, std::nullopt, std::nullopt};
-  std::vector<double> out(static_cast<size_t>(heads * vd));
+  std::vector<double> out(static_cast<size_t>(T * heads * vd));
   // The heads are independent: they split over the machine's threads, each head's sums in the same order whichever
   // thread computes it, so the result does not depend on the split.
   const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(heads, 8));
@@ -113,13 +115,21 @@ absl::StatusOr<TensorMap> ReferenceMla(const proto::OpSpec& spec, const TensorMa
       }
       Materialize(cache->data(), s.key(), w_t.data(), w_uv->data() + h * rank * vd, nope, rope, rank, vd, n,
                   k.data(), v.data());
-      const std::vector<double> qh(q->begin() + h * s.q_every(), q->begin() + (h + 1) * s.q_every());
-      absl::StatusOr<std::vector<double>> oh = NaiveAttention(one, qh, k, v, std::nullopt, {});
-      if (!oh.ok()) {
-        failed[static_cast<size_t>(worker)] = oh.status();
-        return;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t live = first + t;
+        AttentionShape row = one;
+        row.cache = Cache{live, live, std::nullopt, std::nullopt};
+        const int64_t q0 = (t * heads + h) * s.q_every();
+        const std::vector<double> qh(q->begin() + q0, q->begin() + q0 + s.q_every());
+        const std::vector<double> kt(k.begin(), k.begin() + live * s.q_every());
+        const std::vector<double> vt(v.begin(), v.begin() + live * vd);
+        absl::StatusOr<std::vector<double>> oh = NaiveAttention(row, qh, kt, vt, std::nullopt, {});
+        if (!oh.ok()) {
+          failed[static_cast<size_t>(worker)] = oh.status();
+          return;
+        }
+        std::copy(oh->begin(), oh->end(), out.begin() + (t * heads + h) * vd);
       }
-      std::copy(oh->begin(), oh->end(), out.begin() + h * vd);
     }
   };
   std::vector<std::thread> pool;
@@ -127,7 +137,7 @@ absl::StatusOr<TensorMap> ReferenceMla(const proto::OpSpec& spec, const TensorMa
   run(0);
   for (std::thread& th : pool) th.join();
   for (const absl::Status& st : failed) RETURN_IF_ERROR(st);
-  TensorData result = RefResult(1, heads * vd, q_in->precision);
+  TensorData result = RefResult(T, heads * vd, q_in->precision);
   result.values = std::move(out);
   TensorMap m;
   m.emplace(spec.out(), std::move(result));

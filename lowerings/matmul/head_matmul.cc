@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/flat_build.h"
+#include "lowerings/toolkit/k_blocks.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/builder.h"
@@ -78,6 +79,64 @@ absl::StatusOr<Composition> TileHeadMatmul(const HeadMatmulTiles& hm, const Targ
                                  ApproxIn("per-head matmul", p), target));
   if (SiteFootprint(c.sections[0], target) > target.max_local_mem_bytes()) {
     return NotLowered("a per-head matmul whose head's inputs and weight column do not fit a site");
+  }
+  return c;
+}
+
+absl::StatusOr<Composition> TileHeadMatmulRows(const HeadMatmulTiles& hm, int64_t rows, const Target& target) {
+  const int64_t heads = hm.heads, a = hm.a, bw = hm.b;
+  const int64_t tr = target.tile_rows(), tw = target.tile_cols();
+  if (tr != tw) {
+    return NotLowered(
+        "a per-head matmul in tiles on a tile that is not square — a weight tile's rows are the input's elements");
+  }
+  if (!WholeTiles({a, bw, hm.x_every, hm.x_from}, target) || hm.x_from < 0 || hm.x_from + a > hm.x_every) {
+    return NotLowered("a per-head matmul in tiles whose heads' inputs are not whole tiles of their rows");
+  }
+  const int64_t a_t = a / tw, b_t = bw / tw, every_t = hm.x_every / tw, rows_t = CeilDiv(rows, tr);
+  const int64_t kb = KBlock(a_t);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head matmul of ", rows, " rows x ", heads, " heads"),
+                                 CheckedMul(rows_t, heads)));
+  ASSIGN_OR_RETURN(const Precision p, ElemPrecision(target));
+  ASSIGN_OR_RETURN(const int64_t x_cols, CheckedElements("head_matmul heads x a", heads, hm.x_every));
+  ASSIGN_OR_RETURN(const int64_t x_elems, CheckedElements("head_matmul rows x heads x a", rows, x_cols));
+  ASSIGN_OR_RETURN(const int64_t w_elems, CheckedElements("head_matmul heads x a x b", heads * a, bw));
+  ASSIGN_OR_RETURN(TensorInit x_init, InitOf(hm.x.fill, x_elems));
+  ASSIGN_OR_RETURN(TensorInit w_init, InitOf(hm.w.fill, w_elems));
+  Template t(tr, tw);
+  const TensorId x = t.AddTensor(hm.x.name, TensorRole::kInput, rows, x_cols, p, std::move(x_init));
+  const TensorId w = t.AddTensor(hm.w.name, TensorRole::kParam, heads * a, bw, p, std::move(w_init));
+  const TensorId y = t.AddTensor(hm.out, TensorRole::kOutput, rows, heads * bw, p, TensorInit::Zero());
+  // Head h's K block c: its input tiles [h·every + from + c·kb, +kb) of the token tile's row, against its weight
+  // rows [h·a + c·kb·TC, +kb·TC), all b wide.
+  std::vector<KOperand> ops{
+      KOperand{.name = "x", .tensor = x, .page = t.AddBuffer("in_x", kb, p),
+               .steps = {{LoopVar::kItemY, heads * every_t}, {LoopVar::kItemX, every_t}}, .base = hm.x_from / tw,
+               .k_step = kb, .block_w = kb},
+      KOperand{.name = "w", .tensor = w, .page = t.AddBuffer("in_w", kb * b_t, p),
+               .steps = {{LoopVar::kItemX, a_t * b_t}}, .k_step = kb * b_t, .block_h = kb, .block_w = b_t,
+               .pitch = b_t, .multicast = LoopVar::kItemY}};
+  const BufferId acc = t.AddScratch("acc", b_t, Precision::kFp32);
+  t.SetPhase(AddKBlocked(t, a_t / kb, kb, ops, {KProduct{"head_mm", 0, 1, false, MathFidelity::kDefault, acc, b_t}},
+                         1, Precision::kInt32));
+  const BufferId out = t.AddBuffer("out", b_t, p);
+  t.AddGeneric("pack", TileSpace(tr, t.PageWidth(b_t)), {acc}, {IdentMap(t.PageWidth(b_t))}, IdentMap(t.PageWidth(b_t)),
+               Op(0), out);
+  t.AddStore(absl::StrCat("store_", hm.out), y, {{LoopVar::kItemY, heads * b_t}, {LoopVar::kItemX, b_t}}, b_t, out);
+  WireFirstReaders(t);
+  std::vector<WorkItem> items;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < rows_t; ++i) {  // the token tiles of a head side by side: its weight rows multicast
+      items.push_back(WorkItem{.id = h * rows_t + i, .y = i, .x = h,
+                               .out = TileRect{.row0_t = i, .col0_t = h * b_t, .h_t = 1, .w_t = b_t}});
+    }
+  }
+  ASSIGN_OR_RETURN(Composition c,
+                   FinishSection(t, absl::StrCat("head_matmul_", rows, "x", heads, "x", a, "x", bw, "_rows"),
+                                 std::move(items), Precision::kFp32, ApproxIn("per-head matmul", p), target,
+                                 DstPolicy::kStreamed));  // the pack streams through Dst, as tt-metal's matmul packs
+  if (SiteFootprint(c.sections[0], target) > target.max_local_mem_bytes()) {
+    return NotLowered("a per-head matmul whose K block and weight rows do not fit a site");
   }
   return c;
 }

@@ -43,6 +43,13 @@ struct HeadMatmulTiles {
 };
 absl::StatusOr<Composition> TileHeadMatmul(const HeadMatmulTiles& hm, const Target& target);
 
+// The same products over `rows` token rows (a prefill's), on the matrix engine: X is the DENSE rows x heads*x_every
+// matrix, Y the dense rows x heads*b one. Item (token tile ITEM_Y, head ITEM_X) folds the head's a/TC input tiles of
+// its tile row, K blocks of up to eight, against the head's rows of W (its whole b wide), multicast along the token
+// tiles; the result packed to the datapath's precision. Section "head_matmul_{rows}x{heads}x{a}x{b}_rows". Refused as
+// TileHeadMatmul, and when a head's K block and weight rows do not fit a site.
+absl::StatusOr<Composition> TileHeadMatmulRows(const HeadMatmulTiles& hm, int64_t rows, const Target& target);
+
 }  // namespace spatial
 
 #endif  // LOWERINGS_MATMUL_HEAD_MATMUL_H_

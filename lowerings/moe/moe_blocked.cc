@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "lowerings/moe/moe_kblocks.h"
+#include "lowerings/toolkit/k_blocks.h"
 #include "lowerings/toolkit/index.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "spatial/builder.h"

@@ -233,7 +233,9 @@ std::vector<OpCase> MlaCases() {
                                                {"test_tiny", 16, 8, 8, 16, 16, 40, 9, true},
                                                {"test_tiny", 8, 16, 8, 32, 8, 64, 57, true},
                                                {"wormhole_n150", 64, 32, 32, 256, 32, 96, 33, true},
-                                               {"wormhole_n150", 32, 128, 64, 512, 128, 256, 200, true, 0.1352}}) {
+                                               {"wormhole_n150", 32, 128, 64, 512, 128, 256, 200, true, 0.1352},
+                                               // A prefill's rows: DeepSeek-V3's head widths over 40 rows.
+                                               {"wormhole_n150", 32, 128, 64, 512, 128, 64, 1, false, 0.1352, 40}}) {
     v.push_back({c.target, testing::MlaSpecOf(c), testing::MlaDraw(c)});
   }
   return v;

@@ -18,6 +18,7 @@ struct MlaCase {
   int64_t pos = 0;     // 0: unset (every position)
   bool named = false;  // P an operand, read at run time
   double scale = 0.0;
+  int64_t rows = 0;  // a prefill's query rows; 0: one decode step
 };
 
 inline proto::OpSpec MlaSpecOf(const MlaCase& c) {
@@ -30,6 +31,7 @@ inline proto::OpSpec MlaSpecOf(const MlaCase& c) {
   m->set_vd(c.vd);
   m->set_l(c.l);
   m->set_scale(c.scale);
+  m->set_rows(c.rows);
   if (c.named) {
     m->mutable_pos()->set_named("p");
     s.add_operands()->set_name("p");

@@ -56,6 +56,31 @@ TEST(MlaTest, MatchesReference) {
   EXPECT_GE(cases.size(), 20u);
 }
 
+// A prefill's rows (mla.h): row t of every head attends the first P + t positions of the one latent cache; the
+// absorbed products over the rows on the matrix engine. One and several tiles of rows, a last tile part full, P
+// literal and read at run time, a latent of value pages.
+TEST(MlaTest, PrefillRowsMatchReference) {
+  auto rows = [](MlaCase c, int64_t t) {
+    c.rows = t;
+    return c;
+  };
+  const std::vector<MlaCase> cases = {
+      rows({"test_tiny", 8, 8, 8, 16, 8, 16, 1}, 5),
+      rows({"test_tiny", 16, 8, 8, 16, 8, 40, 1}, 13),  // two tiles of rows, two tiles of heads
+      rows({"test_tiny", 8, 16, 8, 32, 16, 40, 7, true}, 9),
+      rows({"wormhole_n150", 32, 32, 32, 64, 32, 64, 1}, 40),
+      rows({"wormhole_n150", 32, 128, 64, 512, 128, 128, 1}, 33),  // DeepSeek-V3's head widths, 32 heads
+  };
+  for (const MlaCase& c : cases) {
+    const proto::OpSpec spec = MlaSpecOf(c);
+    SCOPED_TRACE(spec.ShortDebugString());
+    const Composition comp =
+        ThreeWay(spec, Shipped(c.target), MlaDraw(c), 1e-12, static_cast<uint64_t>(c.l * 7 + c.rows));
+    EXPECT_EQ(comp.sections.front().name,
+              absl::StrCat("head_matmul_", c.rows, "x", c.heads, "x", c.nope, "x", c.rank, "_rows"));
+  }
+}
+
 // DeepSeek-V3's latent attention at its real widths — 128 heads, nope 128, rope 64, latent 512, values 128 — over a
 // cache of 4096 positions: the first position, the one before a block boundary, and the full cache.
 TEST(MlaTest, DeepSeekV3AtPositions1And4095And4096) {

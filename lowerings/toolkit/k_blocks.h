@@ -1,8 +1,9 @@
-// The K-blocked products of the mixture's matrix-engine sections (the decode's blocked form and the prefill's dense
-// form): operands read a K block at a time, the products accumulating over the blocks, the first block (and the
-// second when there are only two) peeled into the prologue and the rest a fold.
-#ifndef LOWERINGS_MOE_MOE_KBLOCKS_H_
-#define LOWERINGS_MOE_MOE_KBLOCKS_H_
+// The K-blocked products of the matrix-engine sections that build their own (the mixture's blocked and dense forms,
+// a latent attention's per-head products over a prefill's rows): operands read a K block at a time, the products
+// accumulating over the blocks, the first block (and the second when there are only two) peeled into the prologue
+// and the rest a fold.
+#ifndef LOWERINGS_TOOLKIT_K_BLOCKS_H_
+#define LOWERINGS_TOOLKIT_K_BLOCKS_H_
 
 #include <cstdint>
 #include <functional>
@@ -21,15 +22,16 @@ struct KOperand {
   std::string name;
   TensorId tensor = 0;
   BufferId page = 0;
-  std::vector<Term> steps;
+  std::vector<Term> steps = {};
+  int64_t base = 0;
   int64_t k_step = 0;
   int64_t block_h = 1, block_w = 1, pitch = 1;
-  std::optional<BufferId> pick;
+  std::optional<BufferId> pick = std::nullopt;
   int64_t pick_stride = 0;
   // The block is the same for every item along this axis: read once and multicast (x, for every tile of the
   // gate/up rows; measured at Qwen3-30B-A3B's decode, 228k cycles for the section against 308k. A round's hidden row
   // for the down tiles is not: 262k against 249k, its K only three blocks and the senders waiting on 64 receivers).
-  std::optional<LoopVar> multicast;
+  std::optional<LoopVar> multicast = std::nullopt;
 };
 
 // ops[a] x ops[b] (transposed when transpose_b) into `acc`, an n_tiles-wide page a block.
@@ -64,4 +66,4 @@ int64_t KBlock(int64_t n_t, int64_t most = 8);
 
 }  // namespace spatial
 
-#endif  // LOWERINGS_MOE_MOE_KBLOCKS_H_
+#endif  // LOWERINGS_TOOLKIT_K_BLOCKS_H_

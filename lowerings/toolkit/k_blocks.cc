@@ -1,4 +1,4 @@
-#include "lowerings/moe/moe_kblocks.h"
+#include "lowerings/toolkit/k_blocks.h"
 
 #include <algorithm>
 #include <utility>
@@ -25,7 +25,7 @@ Phase AddKBlocked(Template& t, int64_t k_blocks, int64_t kb, const std::vector<K
       if (body) steps.push_back({LoopVar::kKBlock, o.k_step});
       const StageId load = t.AddLoadPattern(
           absl::StrCat("load_", o.name, suffix), o.tensor,
-          AccessPattern{TileAddr{block * o.k_step, std::move(steps), gather}, o.block_h, o.block_w, 1, o.pitch},
+          AccessPattern{TileAddr{o.base + block * o.k_step, std::move(steps), gather}, o.block_h, o.block_w, 1, o.pitch},
           o.page);
       if (o.multicast) t.SetMulticast(load, *o.multicast);
     }
