@@ -3,9 +3,10 @@
 // ★ AT A PREFILL EVERY EXPERT'S WEIGHTS MOVE ANYWAY. T tokens of k picks each choose T·k experts, and at T = 128,
 // k = 8 of 128 experts the chance that an expert goes unchosen is (1 − 8/128)^128 ≈ e^-8: the whole table is read
 // whatever the schedule. So every expert runs every token, its hidden rows weighed by the token's routing weight (0
-// where the token did not choose it), as tt-metal's Mixtral prefill does (each device's expert over all tokens, the
-// weights zero for the unchosen); the weights stream once, the matrix engine does ne / k times the chosen work. The
-// routing itself is the decode's, a row a token: the same scores, the same rounds, the same ties.
+// where the token did not choose it), as tt-metal's Mixtral does (models/demos/t3000/mixtral8x7b/tt/mixtral_moe.py:
+// each device's expert over every token, times the token's weight, zero for the unchosen); the weights stream once,
+// the matrix engine does ne / k times the chosen work. The routing itself is the decode's, a row a token: the same
+// scores, the same rounds, the same ties.
 //
 // Sections (T_t token tiles; the widths whole tiles, the experts whole tiles of experts):
 //  "moe_router_{T}x{d}x{ne}"      L = x·Wr (+ bias) at fp32, an item per (token tile, expert tile)  (moe_blocked.h)
