@@ -121,20 +121,7 @@ absl::StatusOr<Section> GroupsSection(const proto::MoeSpec& m, const MoeOperands
   const ElemAccess members{0, {{LoopVar::kRow, r.ew}, {LoopVar::kK, per}, {LoopVar::kCol, 1}}, std::nullopt};
   const ElemAccess own{0, {{LoopVar::kRow, r.one_w}, {LoopVar::kK, 1}}, std::nullopt};
   const BufferId left = t.AddScratchDeep("group_left", 2, 1, kF32);
-  const BufferId best = per == 1 ? left : t.AddScratch("group_best", 1, kF32);
-  t.AddGeneric("group_best", groups(IterKind::kReduceMax), {sel}, {members}, own, Op(0), best);
-  if (per > 1) {
-    const BufferId at_best = t.AddScratch("group_at_best", 1, ix);
-    t.AddGeneric("group_at_best", groups(IterKind::kReduceArgMax), {sel}, {members}, own, Op(0), at_best);
-    const BufferId past_best = t.AddScratch("group_past_best", 1, ix);
-    t.AddGeneric("group_past_best", groups(std::nullopt), {at_best}, {own}, own, Add(Op(0), Const(1.0)), past_best);
-    const BufferId second = t.AddScratch("group_second", 1, kF32);
-    t.AddGeneric("group_second", groups(IterKind::kReduceMax), {sel, at_best, past_best}, {members, own, own}, own,
-                 Select(Pred::GeOperand(LoopVar::kCol, 1),
-                        Select(Pred::LtOperand(LoopVar::kCol, 2), Const(kMoeMasked), Op(0)), Op(0)),
-                 second);
-    t.AddGeneric("group_score", groups(std::nullopt), {best, second}, {own, own}, own, Add(Op(0), Op(1)), left);
-  }
+  AddGroupScores(t, groups, sel, members, own, per, ix, left);
   // Which experts each row's kept groups hold: a carried 0/1 page.
   const BufferId inside = t.AddScratchDeep("inside", 2, g.e_t, kF32);
   t.AddGeneric("init_inside", r.Space(ne), {}, {}, r.row, Const(0.0), inside);

@@ -89,20 +89,7 @@ absl::StatusOr<Composition> MoeGroupsSection(const proto::MoeSpec& m, const MoeN
   auto each = [&](std::optional<IterKind> pool) { return HeadSpace(count, pool ? per : 1, pool); };
   // The groups' scores are the carried row the rounds choose from.
   const BufferId left = t.AddScratchDeep("group_left", 2, 1, dt);
-  const BufferId best = per == 1 ? left : t.AddScratch("group_best", 1, dt);
-  t.AddGeneric("group_best", each(IterKind::kReduceMax), {sel}, {rows}, own, Op(0), best);
-  if (per > 1) {
-    const BufferId at_best = t.AddScratch("group_at_best", 1, ix);
-    t.AddGeneric("group_at_best", each(IterKind::kReduceArgMax), {sel}, {rows}, own, Op(0), at_best);
-    const BufferId past_best = t.AddScratch("group_past_best", 1, ix);
-    t.AddGeneric("group_past_best", each(std::nullopt), {at_best}, {own}, own, Add(Op(0), Const(1.0)), past_best);
-    const BufferId second = t.AddScratch("group_second", 1, dt);
-    t.AddGeneric("group_second", each(IterKind::kReduceMax), {sel, at_best, past_best}, {rows, own, own}, own,
-                 Select(Pred::GeOperand(LoopVar::kCol, 1),
-                        Select(Pred::LtOperand(LoopVar::kCol, 2), Const(kMoeMasked), Op(0)), Op(0)),
-                 second);
-    t.AddGeneric("group_score", each(std::nullopt), {best, second}, {own, own}, own, Add(Op(0), Op(1)), left);
-  }
+  AddGroupScores(t, each, sel, rows, own, per, ix, left);
   // Which experts the kept groups hold: a carried 0/1 row.
   const BufferId inside = t.AddScratchDeep("inside", 2, e_t, dt);
   t.AddGeneric("init_inside", FlatSpace(ne), {}, {}, IdentMap(ew), Const(0.0), inside);
@@ -197,6 +184,25 @@ absl::StatusOr<Composition> MoeRoutingSection(const proto::MoeSpec& m, const Moe
   // The row's elementwise pages (the scores, the picked mask) stream through Dst: 512 experts are 16 fp32 tiles.
   return FinishSection(t, absl::StrCat("moe_routing_", ne, "x", k), WholeRow(k), dt,
                        ApproxIn("mixture-of-experts routing", dt), target, DstPolicy::kStreamed);
+}
+
+void AddGroupScores(Template& t, const std::function<std::vector<IterSpec>(std::optional<IterKind>)>& space,
+                    BufferId sel, const ElemAccess& members, const ElemAccess& own, int64_t per, Precision ix,
+                    BufferId left) {
+  constexpr Precision dt = Precision::kFp32;
+  const BufferId best = per == 1 ? left : t.AddScratch("group_best", 1, dt);
+  t.AddGeneric("group_best", space(IterKind::kReduceMax), {sel}, {members}, own, Op(0), best);
+  if (per == 1) return;
+  const BufferId at_best = t.AddScratch("group_at_best", 1, ix);
+  t.AddGeneric("group_at_best", space(IterKind::kReduceArgMax), {sel}, {members}, own, Op(0), at_best);
+  const BufferId past_best = t.AddScratch("group_past_best", 1, ix);
+  t.AddGeneric("group_past_best", space(std::nullopt), {at_best}, {own}, own, Add(Op(0), Const(1.0)), past_best);
+  const BufferId second = t.AddScratch("group_second", 1, dt);
+  t.AddGeneric("group_second", space(IterKind::kReduceMax), {sel, at_best, past_best}, {members, own, own}, own,
+               Select(Pred::GeOperand(LoopVar::kCol, 1),
+                      Select(Pred::LtOperand(LoopVar::kCol, 2), Const(kMoeMasked), Op(0)), Op(0)),
+               second);
+  t.AddGeneric("group_score", space(std::nullopt), {best, second}, {own, own}, own, Add(Op(0), Op(1)), left);
 }
 
 Body InsidePick(LoopVar var, int lo, double value) {

@@ -8,6 +8,7 @@
 #ifndef LOWERINGS_MOE_MOE_ROUTING_H_
 #define LOWERINGS_MOE_MOE_ROUTING_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,14 @@ absl::StatusOr<Composition> MoeGroupsSection(const proto::MoeSpec& m, const MoeN
 // the tables, and the renormalization's factor at the end.
 absl::StatusOr<Composition> MoeRoutingSection(const proto::MoeSpec& m, const MoeNames& names,
                                               const std::optional<OperandRef>& selection_bias, const Target& target);
+
+// Each group's score into `left` (a carried page): its best selection score plus the best of the rest, the best's
+// slot masked (a group of one: its one score). `space(pool)` iterates the groups with their `per` members reduced
+// by `pool` (one member when unset); `members` maps a point to its selection score in `sel`, `own` to its group's
+// value. A decode's group is a row of its page (one token); a prefill's a column of its token's row.
+void AddGroupScores(Template& t, const std::function<std::vector<IterSpec>(std::optional<IterKind>)>& space,
+                    BufferId sel, const ElemAccess& members, const ElemAccess& own, int64_t per, Precision ix,
+                    BufferId left);
 
 // value·[bound(lo) ≤ var < bound(lo + 1)], 0 elsewhere: the operand slots lo and lo + 1 hold a pick and its end.
 Body InsidePick(LoopVar var, int lo, double value);

@@ -287,6 +287,9 @@ absl::Status CheckSpecSizes(const proto::OpSpec& spec) {
           .Tensor("the cache", {{"l", m.l()}, {"rank", m.rank()}})
           .Tensor("the cache", {{"l", m.l()}, {"rope", m.rope()}})
           .Tensor("the latent queries", {{"heads", m.heads()}, {"rank", m.rank()}})
+          .Tensor("a prefill's latent queries", {{"rows", m.rows()}, {"heads", m.heads()}, {"rank", m.rank()}})
+          .Tensor("a prefill's queries", {{"rows", m.rows()}, {"heads", m.heads()}, {"nope", m.nope()}})
+          .Tensor("a prefill's queries", {{"rows", m.rows()}, {"heads", m.heads()}, {"rope", m.rope()}})
           .status();
     }
     case K::kArgmax:
