@@ -184,6 +184,12 @@ int RunModel(const cli::ParsedArgs& args) {
     std::cout << absl::StrFormat("values: %d outputs against the VM, %d outside their tolerance (rel L2 <= the "
                                  "report's tolerance per output)\n",
                                  rep.errors_size(), over);
+    // Name each one, internal tensors too: a table row shows only an op's result.
+    for (const proto::OutputError& e : rep.errors()) {
+      if (!e.within()) {
+        std::cout << absl::StrFormat("  outside: %s rel L2 %.3g > %.3g\n", e.tensor(), e.rel_l2(), e.tolerance());
+      }
+    }
     if (over > 0) {
       cli::PrintError(std::cerr, "spatial model", absl::StrCat(over, " outputs are outside their tolerance"));
       return cli::kExitFailed;
