@@ -193,11 +193,10 @@ absl::StatusOr<TensorData> InputValue(const Tensor& t, const std::string& file) 
 
 }  // namespace
 
-std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target, const cli::ParsedArgs& args,
-                                      const std::string& cmd, const std::string& where,
-                                      std::vector<std::string>* notes, int* exit_code, bool require_all) {
+std::optional<TensorMap> GivenInputs(const Composition& c, const cli::ParsedArgs& args, const std::string& cmd,
+                                     int* exit_code) {
   *exit_code = cli::kExitUsage;
-  std::vector<Tensor> wanted = CompositionInputs(c);
+  const std::vector<Tensor> wanted = CompositionInputs(c);
   auto find = [&](const std::string& name) -> const Tensor* {
     for (const Tensor& t : wanted) {
       if (t.name == name) return &t;
@@ -207,23 +206,6 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
   std::string input_names;
   for (const Tensor& t : wanted) absl::StrAppend(&input_names, input_names.empty() ? "" : ", ", t.name);
   if (input_names.empty()) input_names = "none";
-
-  // Sizes first: the values are f64 in memory, so a program whose run inputs are larger than this machine holds
-  // is refused before anything is allocated (a 65536 x 65536 input is 34 GB).
-  double total = 0;
-  for (const Tensor& t : wanted) {
-    total += static_cast<double>(t.rows) * static_cast<double>(t.cols);
-    if (total > static_cast<double>(kMaxRunInputElems)) {
-      cli::PrintError(std::cerr, where,
-                      absl::StrFormat("the run inputs up to '%s' (%dx%d) hold %.3g elements; a run is given at most "
-                                      "%.3g (%d GiB of f64 values)",
-                                      t.name, t.rows, t.cols, total, static_cast<double>(kMaxRunInputElems),
-                                      kMaxRunInputElems * 8 >> 30));
-      *exit_code = cli::kExitFailed;
-      return std::nullopt;
-    }
-  }
-
   TensorMap inputs;
   for (const std::string& spec : args.GetAll("input")) {
     size_t eq = spec.find('=');
@@ -267,6 +249,41 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
       inputs[t.name] = std::move(*d);
     }
   }
+  *exit_code = cli::kExitOk;
+  return inputs;
+}
+
+std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target, const cli::ParsedArgs& args,
+                                      const std::string& cmd, const std::string& where,
+                                      std::vector<std::string>* notes, int* exit_code, bool require_all) {
+  *exit_code = cli::kExitUsage;
+  std::vector<Tensor> wanted = CompositionInputs(c);
+  auto find = [&](const std::string& name) -> const Tensor* {
+    for (const Tensor& t : wanted) {
+      if (t.name == name) return &t;
+    }
+    return nullptr;
+  };
+  // Sizes first: the values are f64 in memory, so a program whose run inputs are larger than this machine holds
+  // is refused before anything is allocated (a 65536 x 65536 input is 34 GB).
+  double total = 0;
+  for (const Tensor& t : wanted) {
+    total += static_cast<double>(t.rows) * static_cast<double>(t.cols);
+    if (total > static_cast<double>(kMaxRunInputElems)) {
+      cli::PrintError(std::cerr, where,
+                      absl::StrFormat("the run inputs up to '%s' (%dx%d) hold %.3g elements; a run is given at most "
+                                      "%.3g (%d GiB of f64 values)",
+                                      t.name, t.rows, t.cols, total, static_cast<double>(kMaxRunInputElems),
+                                      kMaxRunInputElems * 8 >> 30));
+      *exit_code = cli::kExitFailed;
+      return std::nullopt;
+    }
+  }
+
+  std::optional<TensorMap> given = GivenInputs(c, args, cmd, exit_code);
+  if (!given) return std::nullopt;
+  *exit_code = cli::kExitUsage;
+  TensorMap inputs = *std::move(given);
   if (args.Has("random-inputs")) {
     uint64_t seed = 0;
     if (!absl::SimpleAtoi(args.Get("random-inputs"), &seed)) {

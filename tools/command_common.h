@@ -56,6 +56,11 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
                                       const std::string& command, const std::string& where,
                                       std::vector<std::string>* notes, int* exit_code, bool require_all = true);
 
+// Only the values --input and --inputs-dir give (GatherInputs' first step), checked against the run inputs of `c`
+// by name, shape and dtype; nullopt after printing the error (*exit_code 2: bad usage or unreadable .npy).
+std::optional<TensorMap> GivenInputs(const Composition& c, const cli::ParsedArgs& args, const std::string& command,
+                                     int* exit_code);
+
 // The flags GatherInputs reads, for a subcommand's flag table.
 std::vector<cli::FlagSpec> InputFlags();
 

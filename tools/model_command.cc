@@ -109,6 +109,10 @@ int RunModel(const cli::ParsedArgs& args) {
     return cli::UsageError(std::cerr, cmd, absl::StrCat("--seed takes a non-negative integer, got '",
                                                         args.Get("seed"), "'"));
   }
+  const bool given_inputs = !args.GetAll("input").empty() || args.Has("inputs-dir");
+  if (given_inputs && !values) {
+    return cli::UsageError(std::cerr, cmd, "--input and --inputs-dir give the values of a --values run: add --values");
+  }
   if (all_layers && (args.Has("trace") || args.Has("svg") || args.Has("report"))) {
     return cli::UsageError(std::cerr, cmd, "--trace, --svg and --report describe one layer: not with --all-layers");
   }
@@ -134,6 +138,16 @@ int RunModel(const cli::ParsedArgs& args) {
   // compared with the exact VM output by output.
   std::unique_ptr<ValueModel> numerics;
   std::function<TensorMap(const Composition&)> inputs_of;
+  // ★ WEIGHTS (and x, the caches) GIVEN AT RUN TIME replace the drawn ones by name: the layer is lowered once here to
+  // check them against its run inputs (name, shape, dtype) before anything runs.
+  TensorMap given;
+  if (given_inputs) {
+    absl::StatusOr<LoweredLayer> lowered = LowerLayer(*plan, *target);
+    if (!lowered.ok()) return Fail(lowered.status());
+    std::optional<TensorMap> g = GivenInputs(lowered->program, args, cmd, &exit_code);
+    if (!g) return exit_code;
+    given = *std::move(g);
+  }
   if (values) {
     numerics = MakeTargetModel(*target);
     options.model = numerics.get();
@@ -141,6 +155,7 @@ int RunModel(const cli::ParsedArgs& args) {
     options.progress = isatty(2) != 0;
     inputs_of = [&](const Composition& c) {
       TensorMap in = LayerRunInputs(c, *config, first, seed);
+      for (const auto& [name, d] : given) in[name] = d;
       for (auto& [name, d] : in) {
         if (!IsInteger(d.precision)) numerics->StoreRound(d.precision, d.values.data(), d.values.size());
       }
@@ -161,6 +176,7 @@ int RunModel(const cli::ParsedArgs& args) {
   std::cout << absl::StrFormat("%s layer %d (%s), %s, on %s (%s, weights %s)\n", config->architecture, layer,
                                LayerKindName(self), phase_text, target->name(),
                                values ? absl::StrCat("values: inputs seeded with ", seed,
+                                                     given.empty() ? "" : absl::StrCat(", ", given.size(), " given"),
                                                      ", the target's numerics against the exact VM")
                                       : std::string("timing only"),
                                weights);
@@ -251,6 +267,12 @@ Subcommand ModelCommand() {
        "also the values: inputs at an initializer's scale, the target's numerics, each op's result against the "
        "exact VM"},
       {"seed", FlagSpec::Kind::kValue, "SEED", "the --values inputs' seed (default 1)"},
+      {"input", FlagSpec::Kind::kRepeated, "NAME=FILE.npy|V[,V...]",
+       "with --values, the value of the layer's run input NAME (a weight such as w_down, x, a cache) instead of a "
+       "drawn one; checked by name, shape and dtype"},
+      {"inputs-dir", FlagSpec::Kind::kValue, "DIR",
+       "with --values, every run input not given by --input that DIR/NAME.npy holds (spatial simulate "
+       "--output-dir writes that layout)"},
       {"all-layers", FlagSpec::Kind::kBool, "",
        "also the whole model: each kind of layer once, times its count, plus the final norm and LM head (the token "
        "at a decode, the time to the first token at a prefill), and its weights and caches against the card's DRAM"},

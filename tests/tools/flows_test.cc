@@ -3,6 +3,7 @@
 // and missing), an edited target file carried through, machine-readable reports and the listing subcommands.
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -398,6 +399,31 @@ TEST_F(ModelFlow, ValuesCompareEveryOpWithTheVm) {
   CliRun prefill = Spatial("model --config=llama-3.2-1b --prefill=32 --values");
   ASSERT_EQ(prefill.code, 0) << prefill.err;
   EXPECT_THAT(prefill.out, testing::ContainsRegex("\nq to rows +relayout .* ok *\n"));
+}
+
+// --input / --inputs-dir: a run input given by name replaces the drawn one, checked against the layer's tensor.
+TEST_F(ModelFlow, GivenInputsReplaceTheDrawnOnes) {
+  // x all zeros: the RMSNorm of zeros is exactly zero on the machine and in the VM, where a drawn x differs by bf16.
+  std::filesystem::create_directories(Path("in"));
+  ASSERT_TRUE(WriteNpy(Path("in/x.npy"), TensorData{1, 1024, Precision::kFp32, std::vector<double>(1024, 0.0)}).ok());
+  CliRun zero = Spatial(absl::StrCat("model --config=qwen3-0.6b --decode=4 --values --inputs-dir=", Path("in")));
+  ASSERT_EQ(zero.code, 0) << zero.err;
+  EXPECT_THAT(zero.out, HasSubstr("values: inputs seeded with 1, 1 given, the target's numerics"));
+  EXPECT_THAT(zero.out, testing::ContainsRegex("\nattn_norm [^\n]* 0[.]00e[+]00 ok *\n"));
+  CliRun drawn = Spatial("model --config=qwen3-0.6b --decode=4 --values");
+  ASSERT_EQ(drawn.code, 0) << drawn.err;
+  EXPECT_THAT(drawn.out, Not(testing::ContainsRegex("\nattn_norm [^\n]* 0[.]00e[+]00 ok *\n")));
+  ASSERT_TRUE(WriteNpy(Path("x23.npy"), TensorData{2, 3, Precision::kFp32, std::vector<double>(6, 0.0)}).ok());
+  CliRun shape = Spatial(absl::StrCat("model --config=qwen3-0.6b --decode=4 --values --input x=", Path("x23.npy")));
+  EXPECT_EQ(shape.code, 2);
+  EXPECT_THAT(shape.err, HasSubstr("x23.npy"));
+  EXPECT_THAT(shape.err, HasSubstr("1x1024"));
+  CliRun unknown = Spatial("model --config=qwen3-0.6b --decode=4 --values --input nope=1");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--input nope: the program has no run input 'nope' (its run inputs: x, "));
+  CliRun timing = Spatial("model --config=qwen3-0.6b --decode=4 --input x=1");
+  EXPECT_EQ(timing.code, 2);
+  EXPECT_THAT(timing.err, HasSubstr("--input and --inputs-dir give the values of a --values run: add --values"));
 }
 
 TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
