@@ -23,6 +23,20 @@ absl::StatusOr<const TensorData*> RefInput(const TensorMap& inputs, const std::s
   return &d;
 }
 
+absl::StatusOr<const TensorData*> RefInputRows(const TensorMap& inputs, const std::string& name, int64_t n,
+                                               int64_t rows, std::string_view reader) {
+  auto it = inputs.find(name);
+  if (it == inputs.end()) return absl::NotFoundError(absl::StrCat("no input named '", name, "'"));
+  const TensorData& d = it->second;
+  const bool shaped = (d.rows == 1 && d.cols == n) || (d.rows == rows && rows > 0 && d.cols * rows == n);
+  if (!shaped || static_cast<int64_t>(d.values.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is ", d.rows, " x ", d.cols, " with ",
+                                                   d.values.size(), " values; the ", std::string(reader), " reads ", n,
+                                                   " values, as 1 x ", n, " or ", rows, " rows"));
+  }
+  return &d;
+}
+
 absl::Status RefIntegral(const TensorData& x, const std::string& name) {
   for (size_t i = 0; i < x.values.size(); ++i) {
     const double v = x.values[i];

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "proto/op.pb.h"
@@ -14,6 +15,10 @@ namespace spatial {
 // The input `name`, checked to be rows x cols with as many values.
 absl::StatusOr<const TensorData*> RefInput(const TensorMap& inputs, const std::string& name, int64_t rows,
                                            int64_t cols);
+// Input `name` of n values read as either layout a lowering may declare it in: the flat 1 x n row, or `rows` rows
+// of n / rows (a dense matrix; the same values in the same order). InvalidArgument names both.
+absl::StatusOr<const TensorData*> RefInputRows(const TensorMap& inputs, const std::string& name, int64_t n,
+                                               int64_t rows, std::string_view reader);
 // The input's values must be integers (an integer op's operand): the first that is not is an error.
 absl::Status RefIntegral(const TensorData& x, const std::string& name);
 // A rows x cols result of `precision`, zero-filled.

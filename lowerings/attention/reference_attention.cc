@@ -16,20 +16,6 @@ absl::Status Count(const char* what, const std::vector<double>& x, int64_t n) {
   return absl::InvalidArgumentError(absl::StrCat("attention ", what, " has ", x.size(), " values, expected ", n));
 }
 
-// An operand with `n` values, flat (1 x n) or as a `rows`-row matrix (rows x n / rows): the same row-major values.
-absl::StatusOr<const TensorData*> Operand(const TensorMap& inputs, const std::string& name, int64_t n, int64_t rows) {
-  auto it = inputs.find(name);
-  if (it == inputs.end()) return absl::NotFoundError(absl::StrCat("no input named '", name, "'"));
-  const TensorData& d = it->second;
-  const bool shaped = (d.rows == 1 && d.cols == n) || (d.rows == rows && rows > 0 && d.cols * rows == n);
-  if (!shaped || static_cast<int64_t>(d.values.size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is ", d.rows, " x ", d.cols, " with ",
-                                                   d.values.size(), " values; the attention reads ", n,
-                                                   " values, as 1 x ", n, " or ", rows, " rows"));
-  }
-  return &d;
-}
-
 // Runs NaiveAttention on the named operands and shapes the result like the queries.
 absl::StatusOr<TensorMap> Run(const AttentionShape& s, const std::string& out, const std::string& q_name,
                               const std::string& k_name, const std::string& v_name,
@@ -37,9 +23,9 @@ absl::StatusOr<TensorMap> Run(const AttentionShape& s, const std::string& out, c
                               const TensorMap& inputs) {
   const int64_t t = s.heads.rows, h = s.heads.per_row;
   const int64_t kv = s.widths.kv, hd = s.widths.hd, vd = s.widths.vd, l = s.cache.rows;
-  ASSIGN_OR_RETURN(const TensorData* q, Operand(inputs, q_name, t * h * hd, t));
-  ASSIGN_OR_RETURN(const TensorData* k, Operand(inputs, k_name, l * kv * hd, l));
-  ASSIGN_OR_RETURN(const TensorData* v, Operand(inputs, v_name, l * kv * vd, l));
+  ASSIGN_OR_RETURN(const TensorData* q, RefInputRows(inputs, q_name, t * h * hd, t, "attention"));
+  ASSIGN_OR_RETURN(const TensorData* k, RefInputRows(inputs, k_name, l * kv * hd, l, "attention"));
+  ASSIGN_OR_RETURN(const TensorData* v, RefInputRows(inputs, v_name, l * kv * vd, l, "attention"));
   std::optional<int64_t> position;
   if (p_name) {
     ASSIGN_OR_RETURN(const TensorData* p, RefInput(inputs, *p_name, 1, 1));
@@ -48,7 +34,7 @@ absl::StatusOr<TensorMap> Run(const AttentionShape& s, const std::string& out, c
   }
   std::vector<double> sinks;
   if (sinks_name) {
-    ASSIGN_OR_RETURN(const TensorData* sk, Operand(inputs, *sinks_name, h, 1));
+    ASSIGN_OR_RETURN(const TensorData* sk, RefInputRows(inputs, *sinks_name, h, 1, "attention"));
     sinks = sk->values;
   }
   ASSIGN_OR_RETURN(std::vector<double> values, NaiveAttention(s, q->values, k->values, v->values, position, sinks));

@@ -26,7 +26,8 @@ absl::StatusOr<TensorMap> ReferenceRope(const proto::OpSpec& spec, const TensorM
     return absl::InvalidArgumentError("rope takes q, rc, rs (and the position)");
   }
   const int64_t n = heads * hd;
-  ASSIGN_OR_RETURN(const TensorData* q, RefInput(inputs, spec.operands(0).name(), 1, n));
+  // A block of rows may be read flat or as the rows x (heads / rows)·hd matrix (rope.h's dense form).
+  ASSIGN_OR_RETURN(const TensorData* q, RefInputRows(inputs, spec.operands(0).name(), n, rows, "rope"));
   int64_t first = 0;  // the block's first position, 0-based
   const int64_t table_rows = from ? r.cache() : rows;
   if (from) {
@@ -52,7 +53,7 @@ absl::StatusOr<TensorMap> ReferenceRope(const proto::OpSpec& spec, const TensorM
     ASSIGN_OR_RETURN(rs, RefInput(inputs, spec.operands(2).name(), 1, table_rows * half));
   }
   const int64_t per_row = heads / rows;
-  TensorData y = RefResult(1, n, q->precision);
+  TensorData y = RefResult(q->rows, q->cols, q->precision);
   for (int64_t h = 0; h < heads; ++h) {
     const int64_t rho = first + h / per_row;
     const double* x = q->values.data() + h * hd;

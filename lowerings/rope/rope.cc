@@ -203,14 +203,23 @@ absl::StatusOr<Composition> FlatRope(const proto::OpSpec& spec, const std::vecto
 // ★ A TABLE ROW THAT IS NOT WHOLE TILES IS READ THROUGH A WINDOW: row ρ starts at element ρ·half, mid-tile; the item
 // loads the whole tiles around it and reads the row at its offset in the page — both from the row's first element,
 // computed per item.
+//
+// ★ A PREFILL'S ROWS TURN AS THE DENSE MATRIX (`dense`: rows whole tile rows, half whole tiles): the query and the
+// result are the rows x per_row·hd matrix a projection writes, item (token tile y, head x) turns a tile of rows at
+// once, and its tables are the tile's rows' angles, one block of tile_rows·half tiles — row r's at page element
+// r·half + c of row 0. No 1 x n row moves, so no relayout surrounds the rope at a prefill.
 absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::vector<OperandRef>& ops,
-                                        const RopeShape& r, const Target& target) {
+                                        const RopeShape& r, bool dense, const Target& target) {
   const int64_t n = r.heads * r.hd;
   const int64_t tw = target.tile_cols();
   const int64_t head_t = TilesOf(r.hd, target);
   const int64_t half_t = TilesOf(r.half, target);
   const int64_t per_row = r.per_row();
-  const bool windowed = (r.rows > 1 || r.from) && r.half % tw != 0;
+  const bool windowed = !dense && (r.rows > 1 || r.from) && r.half % tw != 0;
+  const int64_t tr = target.tile_rows();
+  // Table rows an item turns by: a tile of them (dense) or its one row.
+  const int64_t rows_per_y = dense ? tr : 1;
+  const int64_t rows_t = dense ? r.rows / tr : r.rows;
   // One item per head, and a table tile per query row: checked before either is built.
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a rope of ", r.heads, " heads"), r.heads));
   RETURN_IF_ERROR(TableBudget(absl::StrCat("a rope of ", r.rows, " rows"), CheckedMul(r.rows, tw)));
@@ -225,12 +234,13 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   ASSIGN_OR_RETURN(TensorInit q_init, InitOf(ops[0].fill, n));
   ASSIGN_OR_RETURN(TensorInit c_init, InitOf(ops[1].fill, n_table));
   ASSIGN_OR_RETURN(TensorInit s_init, InitOf(ops[2].fill, n_table));
-  const TensorId qt = t.AddTensor(ops[0].name, TensorRole::kInput, 1, n, precision, std::move(q_init));
+  const int64_t q_rows = dense ? r.rows : 1;
+  const TensorId qt = t.AddTensor(ops[0].name, TensorRole::kInput, q_rows, n / q_rows, precision, std::move(q_init));
   const TensorId ct = t.AddTensor(ops[1].name, TensorRole::kInput, 1, n_table, precision, std::move(c_init));
   const TensorId st = t.AddTensor(ops[2].name, TensorRole::kInput, 1, n_table, precision, std::move(s_init));
-  const TensorId yt = t.AddTensor(spec.out(), TensorRole::kOutput, 1, n, precision, TensorInit::Zero());
+  const TensorId yt = t.AddTensor(spec.out(), TensorRole::kOutput, q_rows, n / q_rows, precision, TensorInit::Zero());
   const int64_t table_t = TilesOf(n_table, target);
-  const int64_t window_t = windowed ? std::min(CeilDiv(tw - 1 + r.half, tw), table_t) : half_t;
+  const int64_t window_t = windowed ? std::min(CeilDiv(tw - 1 + r.half, tw), table_t) : rows_per_y * half_t;
   const BufferId qin = t.AddBufferDeep("in_q", 1, head_t, precision);
   const BufferId cin = t.AddBufferDeep("in_rc", 1, window_t, precision);
   const BufferId sin = t.AddBufferDeep("in_rs", 1, window_t, precision);
@@ -266,11 +276,12 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   };
   auto table_load = [&](const std::string& name, TensorId tensor, BufferId out) -> StageId {
     if (!pt) {
-      return t.AddLoadBlockAt(name, tensor, base, row_steps(half_t, {}), {.w = half_t, .pitch = half_t}, out);
+      return t.AddLoadBlockAt(name, tensor, base, row_steps(rows_per_y * half_t, {}),
+                              {.w = window_t, .pitch = window_t}, out);
     }
     auto [s, row0] = position_row(name, /*fifo=*/true);
-    const TileAddr origin{0, row_steps(half_t, {}), IndirectTile{row0, half_t, 0, r.cache - r.rows}};
-    const StageId l = t.AddLoadPattern(name, tensor, AccessPattern{origin, 1, half_t, 1, half_t}, out);
+    const TileAddr origin{0, row_steps(rows_per_y * half_t, {}), IndirectTile{row0, half_t, 0, r.cache - r.rows}};
+    const StageId l = t.AddLoadPattern(name, tensor, AccessPattern{origin, 1, window_t, 1, window_t}, out);
     t.AddEdge(s, row0, l);
     return l;
   };
@@ -344,6 +355,10 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   // against the low, and pass through whatever the rotary does not cover.
   const int64_t w = t.PageWidth(head_t);
   std::vector<ElemAccess> maps{At(0), At(r.half), At(-r.half), At(0), At(0), At(-r.half), At(-r.half)};
+  if (dense) {
+    // Row r of the query page is r·w in; its table row r·half (row 0 of the tables' page).
+    for (int k = 0; k < 7; ++k) maps[k].terms.insert(maps[k].terms.begin(), {LoopVar::kRow, k < 3 ? w : r.half});
+  }
   std::vector<BufferId> ins{qin, qin, qin, cin, sin, sin, cin};
   if (offset) {
     for (int k = 3; k < 7; ++k) maps[k].indirect = IndirectTerm{7, 1, window_t * tw};
@@ -352,7 +367,8 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   }
   std::vector<std::pair<int64_t, Body>> bands;
   HeadBands(bands, 0, r, 3, 4, 5, 6);
-  const StageId s = t.AddGeneric("rope", FlatSpace(w), ins, maps, IdentMap(w), Banded(bands), ob);
+  const StageId s =
+      t.AddGeneric("rope", dense ? TileSpace(tr, w) : FlatSpace(w), ins, maps, IdentMap(w), Banded(bands), ob);
   const StageId store = t.AddStoreBlock("store_y", yt, 0, row_steps(per_row * head_t, {{LoopVar::kItemX, head_t}}),
                                         {.w = head_t, .pitch = head_t}, ob);
   t.AddEdge(lq, qin, s);
@@ -361,13 +377,15 @@ absl::StatusOr<Composition> BlockedRope(const proto::OpSpec& spec, const std::ve
   if (offset) t.AddEdge(offset->first, offset->second, s);
   t.AddEdge(s, ob, store);
   std::vector<WorkItem> items;
-  for (int64_t h = 0; h < r.heads; ++h) {
+  for (int64_t h = 0; h < rows_t * per_row; ++h) {
     const int64_t y = r.rows > 1 ? h / per_row : 0;
     const int64_t x = r.rows > 1 ? h % per_row : h;
-    items.push_back(WorkItem{.id = h, .y = y, .x = x, .out = TileRect{.col0_t = h * head_t, .w_t = head_t}});
+    items.push_back(WorkItem{.id = h, .y = y, .x = x,
+                             .out = dense ? TileRect{.row0_t = y, .col0_t = x * head_t, .w_t = head_t}
+                                          : TileRect{.col0_t = h * head_t, .w_t = head_t}});
   }
-  return FinishSection(t, RopeName(r), std::move(items), Precision::kFp32, ApproxIn("rotary embedding", precision),
-                       target);
+  return FinishSection(t, absl::StrCat(RopeName(r), dense ? "_dense" : ""), std::move(items), Precision::kFp32,
+                       ApproxIn("rotary embedding", precision), target);
 }
 
 }  // namespace
@@ -407,8 +425,13 @@ absl::StatusOr<Composition> FromRope(const proto::OpSpec& spec, const Target& ta
     }
   }
   const int64_t n = r.heads * r.hd;
-  if (RowNeedsBlocking(n, target) && !RowNeedsBlocking(r.hd, target) && r.hd % target.tile_cols() == 0) {
-    return FitsSites(BlockedRope(spec, ops, r, target), "rope", target);
+  const int64_t tw = target.tile_cols(), tr = target.tile_rows();
+  if (r.rows > 1 && r.rows % tr == 0 && tr == tw && r.hd % tw == 0 && r.half % tw == 0 &&
+      !RowNeedsBlocking(r.hd, target)) {
+    return FitsSites(BlockedRope(spec, ops, r, /*dense=*/true, target), "rope", target);
+  }
+  if (RowNeedsBlocking(n, target) && !RowNeedsBlocking(r.hd, target) && r.hd % tw == 0) {
+    return FitsSites(BlockedRope(spec, ops, r, /*dense=*/false, target), "rope", target);
   }
   return FitsSites(FlatRope(spec, ops, r, target), "rope", target);
 }

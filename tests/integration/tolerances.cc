@@ -614,11 +614,13 @@ proto::OpSpec RopeSpec(int64_t h, int64_t hd, int64_t half, int64_t rows, int64_
 
 std::vector<OpCase> RopeCases() {
   // Flat, the head as the item (partial rotary, windowed table rows), a cache read at a named position; Qwen3's
-  // 128-wide heads on wormhole.
+  // 128-wide heads on wormhole, one row and a prefill's dense rows.
   return {{"test_tiny", RopeSpec(4, 4, 2, 2, 0, false, 1), RopeDraw(2, 1e6, 1)},
           {"test_tiny", RopeSpec(6, 16, 5, 3, 0, false, 1), RopeDraw(5, 1e6, 1)},
           {"test_tiny", RopeSpec(8, 16, 8, 2, 12, true, 7), RopeDraw(8, 1e6, 7)},
-          {"wormhole_n150", RopeSpec(8, 128, 64, 1, 40, true, 33), RopeDraw(64, 1e6, 33)}};
+          {"wormhole_n150", RopeSpec(8, 128, 64, 1, 40, true, 33), RopeDraw(64, 1e6, 33)},
+          // A prefill's 32 rows as the dense matrix (Llama-3.1-8B's query heads).
+          {"wormhole_n150", RopeSpec(128, 128, 64, 32, 64, true, 33), RopeDraw(64, 1e6, 33)}};
 }
 
 // ── Carried state ──

@@ -63,7 +63,7 @@ Draw RopeDraw(int64_t half, double theta, int64_t at) {
 struct Case {
   const char* target;
   Rope rope;
-  std::string form;  // "flat", "blocked" (the head as the item)
+  std::string form;  // "flat", "blocked" (the head as the item), "dense" (a prefill's rows as the matrix)
   size_t items;
 };
 
@@ -79,14 +79,17 @@ void CheckRopes(const std::vector<Case>& cases) {
       ASSERT_EQ(c.sections.size(), 1u);
       const Section& s = c.sections[0];
       EXPECT_EQ(s.name, absl::StrCat("rope_", r.h, "x", r.hd, "_half", r.half,
-                                     r.rows > 1 ? absl::StrCat("_rows", r.rows) : ""));
+                                     r.rows > 1 ? absl::StrCat("_rows", r.rows) : "", k.form == "dense" ? "_dense" : ""));
       EXPECT_EQ(s.items.size(), k.items);
       EXPECT_FALSE(s.claim.exact);
       // The head form loads one head of q an item; the flat form the whole row, the same page for every item.
       const int in_q = s.FindBuffer("in_q");
       ASSERT_GE(in_q, 0);
       const int64_t tc = Shipped(k.target).tile_cols();
-      EXPECT_EQ(s.buffers[in_q].page_tiles, k.form == "blocked" ? CeilDiv(r.hd, tc) : CeilDiv(r.h * r.hd, tc));
+      EXPECT_EQ(s.buffers[in_q].page_tiles, k.form != "flat" ? CeilDiv(r.hd, tc) : CeilDiv(r.h * r.hd, tc));
+      // The dense form reads the rows x per_row·hd matrix a projection writes.
+      const Tensor& q = s.tensors[s.FindTensor("q")];
+      EXPECT_EQ(q.rows, k.form == "dense" ? r.rows : 1);
     }
   }
 }
@@ -120,6 +123,24 @@ TEST(RopeTest, HeadAsTheItem) {
       {"wormhole_n150", {96, 128, 64, 3}, "blocked", 96},
       {"blackhole_p150", {8, 128, 64, 1}, "blocked", 8},
   });
+}
+
+// A prefill's rows in whole tile rows and whole-tile halves: the dense matrix, a tile of rows an item, its tables'
+// rows one block — unset, literal and named positions at both edges, partial rotary.
+TEST(RopeTest, DenseRowsOfAPrefill) {
+  std::vector<Case> cases{
+      {"test_tiny", {16, 16, 8, 8}, "dense", 2},
+      {"test_tiny", {32, 16, 8, 16}, "dense", 4},
+      {"test_tiny", {24, 24, 8, 8}, "dense", 3},  // partial rotary: a tile passes through
+      {"blackhole_p150", {64, 64, 32, 32}, "dense", 2},
+  };
+  for (bool named : {false, true}) {
+    cases.push_back({"test_tiny", {16, 16, 8, 8, 20, named}, "dense", 2});
+    // Llama-3.1-8B's query heads over a 32-row prefill; Qwen3-Next's partial rotary (64 of 256).
+    cases.push_back({"wormhole_n150", {128, 128, 64, 32, 64, named}, "dense", 4});
+    cases.push_back({"wormhole_n150", {64, 256, 32, 32, 40, named}, "dense", 2});
+  }
+  CheckRopes(cases);
 }
 
 TEST(RopeTest, CacheAtBothEdges) {
