@@ -18,8 +18,11 @@ namespace spatial {
 
 // Operands [q, rc, rs] (+ [p] for a named position, named by RopeSpec.from.named). q is 1 x h*hd; rc and rs are
 // 1 x T*half with T = cache (from set) or rows. The result OpSpec.out is 1 x h*hd, "rope_{h}x{hd}_half{half}"
-// (+ "_rows{rows}" past one row). A head in whole tiles of a row wider than a page is the work item (the blocked
-// form); otherwise one flat stage, blocked by the result's columns past a page. Claim Approx("rotary embedding").
+// (+ "_rows{rows}" past one row). A prefill's rows in whole tile rows, with hd and half whole tiles of a square
+// tile, turn as the DENSE rows x (h / rows)*hd matrix (q and the result both; "_dense"): an item a tile of rows
+// of one head, its tables' rows one block. Otherwise a head in whole tiles of a row wider than a page is the work
+// item (the blocked form), or one flat stage, blocked by the result's columns past a page. Claim
+// Approx("rotary embedding").
 absl::StatusOr<Composition> FromRope(const proto::OpSpec& spec, const Target& target);
 
 }  // namespace spatial
