@@ -53,10 +53,12 @@ struct MlaShape {
 // attention length outside its cache — ...".
 absl::StatusOr<MlaShape> MlaShapeOf(const proto::OpSpec& spec);
 
-// A prefill's rows (MlaSpec.rows > 1) take five sections: each head's latent query over the rows (the per-head
-// product on the matrix engine, head_matmul.h's rows form), the rope part, the two joined and made dense
-// (T x heads·(rank + rope)), the flash fold with the rows as query rows of every head (each item one tile of a
-// head's rows, its causal limit a row's own), and the per-head W_uv product over the rows.
+// A prefill's rows (MlaSpec.rows > 1, q and the result DENSE T x ... matrices) take four sections: each head's
+// latent query over the rows (the per-head product on the matrix engine, head_matmul.h's rows form), that query and
+// each head's rope part copied side by side into the dense T x heads·(rank + rope) queries ("{out}__mla_q"), the
+// flash fold with the rows as query rows of every head (each item one tile of a head's rows, row t limited to P + t
+// positions), and the per-head W_uv product over the rows. No 1 x n row moves: T rows of one fill one row of every
+// tile.
 //
 // OpSpec.mla: the seven sections above. Refused (NotLowered) unless nope, rope, rank and vd are whole tiles and the
 // heads whole tile rows ("a latent attention whose widths are not whole tiles, or whose heads are not whole tile
