@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/moe/moe_blocked.h"
+#include "lowerings/rows/softmax.h"
 #include "lowerings/toolkit/k_blocks.h"
 #include "lowerings/toolkit/index.h"
 #include "lowerings/toolkit/size_budget.h"
@@ -51,16 +52,10 @@ BufferId AddRowScores(Template& t, const proto::MoeSpec& m, const MoeNames& name
   t.AddLoad("load_logits", lt, {{LoopVar::kItemY, g.e_t}}, g.e_t, l);
   const BufferId p = t.AddScratch("probs", g.e_t, kF32);
   if (m.score() == proto::MoeSpec::SOFTMAX) {
-    const BufferId mx = t.AddScratch("row_max", 1, kF32);
-    t.AddGeneric("row_max", r.Space(ne, IterKind::kReduceMax), {l}, {r.row}, r.per_row, Op(0), mx);
-    const BufferId ex = t.AddScratch("expx", g.e_t, kF32);
-    t.AddGeneric("exp_centred", r.Space(ne), {l, mx}, {r.row, r.per_row}, r.row,
-                 Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))), ex);
-    const BufferId sum = t.AddScratch("row_sum", 1, kF32);
-    t.AddGeneric("row_sum", r.Space(ne, IterKind::kReduceSum), {ex}, {r.row}, r.per_row, Op(0), sum);
-    const BufferId inv = t.AddScratch("row_inv", 1, kF32);
-    t.AddGeneric("recip", r.Space(1), {sum}, {r.per_row}, r.per_row, Unary(SfpuKind::Recip(), Op(0)), inv);
-    t.AddGeneric("probs", r.Space(ne), {ex, inv}, {r.row, r.per_row}, r.row, Mul(Op(0), Op(1)), p);
+    // The row softmax's one chain (softmax.h), the rows a token tile's; the reductions take no scaler tile, as the
+    // decode's routing reductions take none.
+    const RowSoftmax rs = AddRowSoftmax(t, l, r.tr, ne, r.ew, kF32, std::nullopt);
+    t.AddGeneric("probs", r.Space(ne), {rs.ex, rs.inv}, {r.row, r.per_row}, r.row, Mul(Op(0), Op(1)), p);
   } else {
     t.AddGeneric("probs", r.Space(ne), {l}, {r.row}, r.row, MoeSigmoid(Op(0)), p);
   }

@@ -11,6 +11,54 @@
 
 namespace spatial {
 
+RowSoftmax AddRowSoftmax(Template& t, BufferId in, int64_t rows, int64_t cols, int64_t pitch, Precision acc,
+                         std::optional<BufferId> scaler, const SinkInput& sink_input) {
+  const int64_t one_w = t.PageWidth(1), tw = t.tile_cols();
+  const ElemAccess per_row = PerRowMap(one_w);
+  // A reduce takes the scaler tile as its engine's operand, where the caller has one.
+  auto reduce_ins = [&](BufferId b, ElemAccess m) {
+    std::pair<std::vector<BufferId>, std::vector<ElemAccess>> io{{b}, {std::move(m)}};
+    if (scaler) {
+      io.first.push_back(*scaler);
+      io.second.push_back(ConstMap());
+    }
+    return io;
+  };
+  RowSoftmax r;
+  BufferId rmax = t.AddScratch("row_max", 1, acc);
+  auto [max_ins, max_maps] = reduce_ins(in, Map2(0, pitch, 1));
+  r.chain.push_back(t.AddGeneric("row_max", HeadSpace(rows, cols, IterKind::kReduceMax), max_ins, max_maps, per_row,
+                                 Op(0), rmax));
+  std::optional<std::pair<BufferId, ElemAccess>> sink;
+  if (sink_input) sink = sink_input();
+  if (sink) {
+    const BufferId with_sink = t.AddScratch("row_max_sink", 1, acc);
+    r.chain.push_back(t.AddGeneric("row_max_sink", HeadSpace(rows, tw), {rmax, sink->first}, {per_row, sink->second},
+                                   per_row, Max(Op(0), Op(1)), with_sink));
+    rmax = with_sink;
+  }
+  const int64_t ex_tiles = t.TilesOf(cols);
+  const int64_t exw = t.PageWidth(ex_tiles);
+  r.ex = t.AddScratch("expx", ex_tiles, acc);
+  r.chain.push_back(t.AddGeneric("exp_centred", HeadSpace(rows, cols), {in, rmax}, {Map2(0, pitch, 1), per_row},
+                                 IdentMap(exw), Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))), r.ex));
+  BufferId rsum = t.AddScratch("row_sum", 1, acc);
+  auto [sum_ins, sum_maps] = reduce_ins(r.ex, Map2(0, exw, 1));
+  r.chain.push_back(t.AddGeneric("row_sum", HeadSpace(rows, cols, IterKind::kReduceSum), sum_ins, sum_maps, per_row,
+                                 Op(0), rsum));
+  if (sink) {
+    const BufferId with_sink = t.AddScratch("row_sum_sink", 1, acc);
+    r.chain.push_back(t.AddGeneric("row_sum_sink", HeadSpace(rows, tw), {rsum, sink->first, rmax},
+                                   {per_row, sink->second, per_row}, per_row,
+                                   Add(Op(0), Unary(SfpuKind::Exp(), Sub(Op(1), Op(2)))), with_sink));
+    rsum = with_sink;
+  }
+  r.inv = t.AddScratch("row_inv", 1, acc);
+  r.chain.push_back(t.AddGeneric("recip", HeadSpace(rows, tw), {rsum}, {per_row}, per_row,
+                                 Unary(SfpuKind::Recip(), Op(0)), r.inv));
+  return r;
+}
+
 absl::StatusOr<Composition> FlatSoftmaxRowsAt(const OperandRef& input, const std::string& out_name, int64_t rows,
                                               int64_t cols, const std::string& label, Precision precision,
                                               const std::optional<OperandRef>& sinks, const Target& target,
@@ -46,45 +94,24 @@ absl::StatusOr<Composition> FlatSoftmaxRowsAt(const OperandRef& input, const std
   TensorId ones = OnesTile(t, scaler, precision);
   BufferId ones_in = t.AddBuffer("in_scaler", 1, precision);
   f.AddLoadToWire(t.AddLoad("load_scaler", ones, {}, 1, ones_in), ones_in);
-  const int64_t one_w = t.PageWidth(1);
 
   // max over the row, then sum exp(x - max), then exp(x - max) / sum.
-  BufferId rmax = f.Scratch("row_max", 1);
-  StageId s1 = f.Compute("row_max", HeadSpace(h, l, IterKind::kReduceMax),
-                         {Slot{sc, Map2(0, l, 1)}, Slot{ones_in, ConstMap()}}, PerRowMap(one_w), Op(0), rmax);
-  // A row's sink: element r of a flat 1 x rows tensor.
-  const ElemAccess sink_map{0, {{LoopVar::kRow, 1}}, std::nullopt};
-  std::optional<BufferId> sink;
+  // A row's sink: element r of a flat 1 x rows tensor, declared where the chain first reads it.
+  absl::Status sink_status;
+  SinkInput sink;
   if (sinks) {
-    ASSIGN_OR_RETURN(BufferId sk, f.Input(sinks->name, h, sinks->fill));
-    sink = sk;
+    sink = [&]() -> std::pair<BufferId, ElemAccess> {
+      absl::StatusOr<BufferId> sk = f.Input(sinks->name, h, sinks->fill);
+      sink_status = sk.status();
+      return {sk.value_or(0), ElemAccess{0, {{LoopVar::kRow, 1}}, std::nullopt}};
+    };
   }
-  std::vector<StageId> chain{s1};
-  if (sink) {
-    BufferId with_sink = f.Scratch("row_max_sink", 1);
-    chain.push_back(f.Compute("row_max_sink", HeadSpace(h, target.tile_cols()),
-                              {Slot{rmax, PerRowMap(one_w)}, Slot{*sink, sink_map}}, PerRowMap(one_w),
-                              Max(Op(0), Op(1)), with_sink));
-    rmax = with_sink;
-  }
-  const int64_t ex_tiles = TilesOf(l, target);
-  const int64_t exw = t.PageWidth(ex_tiles);
-  BufferId ex = f.Scratch("expx", ex_tiles);
-  chain.push_back(f.Compute("exp_centred", HeadSpace(h, l), {Slot{sc, Map2(0, l, 1)}, Slot{rmax, PerRowMap(one_w)}},
-                            IdentMap(exw), Unary(SfpuKind::Exp(), Sub(Op(0), Op(1))), ex));
-  BufferId rsum = f.Scratch("row_sum", 1);
-  chain.push_back(f.Compute("row_sum", HeadSpace(h, l, IterKind::kReduceSum),
-                            {Slot{ex, Map2(0, exw, 1)}, Slot{ones_in, ConstMap()}}, PerRowMap(one_w), Op(0), rsum));
-  if (sink) {
-    BufferId with_sink = f.Scratch("row_sum_sink", 1);
-    chain.push_back(f.Compute("row_sum_sink", HeadSpace(h, target.tile_cols()),
-                              {Slot{rsum, PerRowMap(one_w)}, Slot{*sink, sink_map}, Slot{rmax, PerRowMap(one_w)}},
-                              PerRowMap(one_w), Add(Op(0), Unary(SfpuKind::Exp(), Sub(Op(1), Op(2)))), with_sink));
-    rsum = with_sink;
-  }
-  BufferId inv = f.Scratch("row_inv", 1);
-  chain.push_back(f.Compute("recip", HeadSpace(h, target.tile_cols()), {Slot{rsum, PerRowMap(one_w)}},
-                            PerRowMap(one_w), Unary(SfpuKind::Recip(), Op(0)), inv));
+  const RowSoftmax rs = AddRowSoftmax(t, sc, h, l, l, f.Acc(), ones_in, sink);
+  RETURN_IF_ERROR(sink_status);
+  std::vector<StageId> chain = rs.chain;
+  const BufferId ex = rs.ex, inv = rs.inv;
+  const int64_t exw = t.PageWidth(TilesOf(l, target));
+  const int64_t one_w = t.PageWidth(1);
   // `ex` is the h x l plane: row `head`'s element j sits at head*exw + j, so the flat output column c = head*l + j
   // reads it at c + head*(exw - l) -- one map per row, all affine.
   std::vector<Slot> slots;

@@ -6,13 +6,17 @@
 #define LOWERINGS_ROWS_SOFTMAX_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "lowerings/toolkit/common.h"
 #include "proto/op.pb.h"
 #include "spatial/precision.h"
+#include "spatial/builder.h"
 #include "spatial/program.h"
 #include "targets/target.h"
 
@@ -41,6 +45,20 @@ absl::StatusOr<Composition> FlatSoftmaxRowsAt(const OperandRef& input, const std
                                               int64_t cols, const std::string& label, Precision precision,
                                               const std::optional<OperandRef>& sinks, const Target& target,
                                               DstPolicy policy = DstPolicy::kWholePage);
+
+// The chain every row softmax runs (FlatSoftmaxRowsAt's, and a prefill's router rows, lowerings/moe/moe_prefill.h):
+// over `rows` rows of `cols` in page `in` (row r's element j at r·pitch + j), each row's max (with its sink's logit
+// when `sink_input` is set: called after the max's stage, it declares the sink and gives its buffer and per-row map), the centred exponentials into a rows x cols plane `ex`
+// (row r at r·PageWidth(TilesOf(cols))), their sum (plus the sink's term) and one reciprocal a row into `inv` (row r
+// at column 0). Scratches at `acc`; `scaler`, when given, is each reduction's engine operand (a tile of ones).
+// `chain` is the stages in order, for the caller's wiring.
+struct RowSoftmax {
+  BufferId ex = 0, inv = 0;
+  std::vector<StageId> chain;
+};
+using SinkInput = std::function<std::pair<BufferId, ElemAccess>()>;
+RowSoftmax AddRowSoftmax(Template& t, BufferId in, int64_t rows, int64_t cols, int64_t pitch, Precision acc,
+                         std::optional<BufferId> scaler, const SinkInput& sink_input = nullptr);
 
 // FlatSoftmaxRowsAt at the target's element precision, without sinks.
 absl::StatusOr<Composition> FlatSoftmaxRows(const OperandRef& input, const std::string& out_name, int64_t rows,

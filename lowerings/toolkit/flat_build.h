@@ -35,6 +35,7 @@ class FlatBuild {
   // The section's accumulator (Dst) precision; AccFor(precision) unless the caller sets another (a bf16 map's
   // 16-bit Dst, MapAccFor).
   void SetAcc(Precision acc) { acc_ = acc; }
+  Precision Acc() const { return acc_; }
   // How the section's compute pages are held to Dst at Finish (common.h): the seed's whole page unless set.
   void SetDstPolicy(DstPolicy policy) { dst_policy_ = policy; }
 
