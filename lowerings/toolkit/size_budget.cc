@@ -292,6 +292,19 @@ absl::Status CheckSpecSizes(const proto::OpSpec& spec) {
           .Tensor("a prefill's queries", {{"rows", m.rows()}, {"heads", m.heads()}, {"rope", m.rope()}})
           .status();
     }
+    case K::kAttentionBackward: {
+      const proto::AttentionBackwardSpec& a = spec.attention_backward();
+      const int64_t vd = a.vd() != 0 ? a.vd() : a.hd();
+      const int64_t l = a.l() != 0 ? a.l() : a.rows();
+      return SizeBudget("attention_backward")
+          .Tensor("operand q", {{"rows", a.rows()}, {"h", a.h()}, {"hd", a.hd()}})
+          .Tensor("operand o", {{"rows", a.rows()}, {"h", a.h()}, {"vd", vd}})
+          .Tensor("operand k", {{"l", l}, {"kv", a.kv()}, {"hd", a.hd()}})
+          .Tensor("operand v", {{"l", l}, {"kv", a.kv()}, {"vd", vd}})
+          .Tensor("a query head's dk", {{"l", l}, {"h", a.h()}, {"hd", a.hd()}})
+          .Tensor("a query head's dv", {{"l", l}, {"h", a.h()}, {"vd", vd}})
+          .status();
+    }
     case K::kArgmax:
       return SizeBudget("argmax").Tensor("operand x", {{"n", spec.argmax().n()}}).status();
     default: return absl::OkStatus();

@@ -224,6 +224,32 @@ std::vector<OpCase> MoeCases() {
   return v;
 }
 
+// Attention's backward pass: GQA groups 1 and 4, causal and not, tails, on test_tiny and at Wormhole's tiles. The
+// draws are a training step's magnitudes: L near the log of the positions a row attends, so P = e^(scale S - L)
+// is a distribution's size (the VM and the simulator read the same inputs; consistency is the unit test's matter).
+std::vector<OpCase> AttentionBackwardCases() {
+  std::vector<OpCase> v;
+  for (auto [t, h, kv, hd, rows, causal] : std::vector<std::tuple<const char*, int64_t, int64_t, int64_t, int64_t, bool>>{
+           {"test_tiny", 2, 2, 16, 21, false},
+           {"test_tiny", 4, 1, 16, 30, true},
+           {"wormhole_n150", 4, 1, 64, 70, true},
+           {"wormhole_n150", 2, 2, 128, 64, false}}) {
+    proto::OpSpec s = Spec({"q", "k", "v", "o", "d_o", "lse"});
+    proto::AttentionBackwardSpec* a = s.mutable_attention_backward();
+    a->set_h(h);
+    a->set_kv(kv);
+    a->set_hd(hd);
+    a->set_rows(rows);
+    a->set_causal(causal);
+    const double log_l = std::log(static_cast<double>(rows));
+    Draw draw = [log_l](const std::string& name, Rng& r) {
+      return name == "lse" ? r.Real(log_l - 1.0, log_l) : r.Real(-1, 1);
+    };
+    v.push_back({t, s, draw});
+  }
+  return v;
+}
+
 // A latent attention's decode step: the fold over one and several tiles of heads, P literal and read at run time,
 // DeepSeek-V3's head widths over 32 heads.
 std::vector<OpCase> MlaCases() {
@@ -713,6 +739,7 @@ const std::vector<OpTolerance>& ToleranceTable() {
         {"set_row", &SetRowCases},
         {"argmax", &ArgMaxCases},
         {"mla", &MlaCases},
+        {"attention_backward", &AttentionBackwardCases},
         {"moe", &MoeCases},
         {"rope", &RopeCases},
         {"causal_conv", &CausalConvCases},
