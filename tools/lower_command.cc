@@ -30,6 +30,26 @@ int RunLower(const cli::ParsedArgs& args) {
     cli::PrintError(std::cerr, where, st);
     return cli::kExitUsage;
   }
+  if (args.Has("attention-form")) {
+    const std::string form = args.Get("attention-form");
+    proto::AttentionSpec::Form f;
+    if (form == "auto") {
+      f = proto::AttentionSpec::FORM_AUTO;
+    } else if (form == "sections") {
+      f = proto::AttentionSpec::FORM_SECTIONS;
+    } else if (form == "flash") {
+      f = proto::AttentionSpec::FORM_FLASH;
+    } else {
+      return cli::UsageError(std::cerr, cmd,
+                             absl::StrCat("--attention-form is sections, flash or auto, not '", form, "'"));
+    }
+    if (spec.kind_case() != proto::OpSpec::kAttention) {
+      return cli::UsageError(std::cerr, cmd,
+                             absl::StrCat("--attention-form applies to an attention op; ", where, " is '",
+                                          OpKindName(spec), "'"));
+    }
+    spec.mutable_attention()->set_form(f);
+  }
   int exit_code = cli::kExitOk;
   std::optional<Target> target = LoadTargetOrReport(args.Get("target"), cmd, &exit_code);
   if (!target) return exit_code;
@@ -84,12 +104,16 @@ Subcommand LowerCommand() {
       {"op", FlagSpec::Kind::kValue, "SPEC", "the op spec file (.textproto text, .binpb binary, '-' stdin)"},
       {"o", FlagSpec::Kind::kValue, "FILE",
        "write the program here (default '-': stdout, text; .binpb binary; .json JSON)"},
+      {"attention-form", FlagSpec::Kind::kValue, "sections|flash|auto",
+       "an attention's form: the three flat sections, the flash fold (refused where the heads are not whole "
+       "tiles), or the lowering's choice (default; the spec's `form` field when given)"},
   };
   s.description =
       "Reads a spatial.proto.OpSpec, lowers it for the target, validates and certifies the program and writes it,\n"
       "with the target's full description recorded in it (so `certify` and `simulate` use exactly that target).\n"
       "A lowering that cannot map the op prints 'SPEC: error: refused: <reason>' and exits 1.";
-  s.examples = {"spatial lower --target=wormhole_n150 --op=examples/ops/silu.textproto -o silu.textproto"};
+  s.examples = {"spatial lower --target=wormhole_n150 --op=examples/ops/silu.textproto -o silu.textproto",
+                "spatial lower --target=wormhole_n150 --op=examples/ops/attention.textproto --attention-form=flash"};
   return {s, &RunLower};
 }
 

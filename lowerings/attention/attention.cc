@@ -1,8 +1,10 @@
 #include "lowerings/attention/attention.h"
 
+#include "absl/strings/str_cat.h"
 #include "lowerings/attention/geometry.h"
 #include "lowerings/attention/grouped_decode.h"
 #include "lowerings/attention/sections.h"
+#include "lowerings/toolkit/common.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -12,7 +14,14 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
   ASSIGN_OR_RETURN(const AttentionShape shape, AttentionShapeOf(spec));
   ASSIGN_OR_RETURN(const AttentionNames names, AttentionNamesOf(spec));
   const proto::AttentionSpec& a = spec.attention();
-  if (AttentionReadsDense(a.h(), a.kv(), a.hd(), a.vd(), target)) {
+  const bool dense = AttentionReadsDense(a.h(), a.kv(), a.hd(), a.vd(), target);
+  if (a.form() == proto::AttentionSpec::FORM_FLASH && !dense) {
+    return NotLowered(absl::StrCat("the flash form of an attention whose heads are not whole tiles, or whose query "
+                                   "heads do not group over its K/V heads (h ", a.h(), ", kv ", a.kv(), ", hd ",
+                                   a.hd(), ", vd ", a.vd(), " on ", target.tile_rows(), " x ", target.tile_cols(),
+                                   " tiles)"));
+  }
+  if (dense && a.form() != proto::AttentionSpec::FORM_SECTIONS) {
     return FlashFormAttention(names, FlashGeometryOf(shape), shape.tag, target);
   }
   return AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);

@@ -10,6 +10,8 @@
 //     (grouped_decode.h), which tries the grouped decode first (★ ONE ROW'S QUERY HEADS THAT SHARE A K/V HEAD STREAM
 //     IT ONCE) and falls back, on any refusal of it, to one item per query head.
 //   Otherwise the three flat sections of sections.h.
+// AttentionSpec.form overrides the choice (`spatial lower --attention-form`): FORM_SECTIONS takes the three sections
+// whatever the heads, FORM_FLASH the flash form, refused by message where the heads are not whole tiles.
 //
 // Operand layouts follow the form: the flash form reads Q (T x h*hd), K (l x kv*hd) and V (l x kv*vd) as DENSE
 // matrices and writes T x h*vd ("a table an attention reads dense is written dense too"); the three-section form reads

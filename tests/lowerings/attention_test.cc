@@ -359,5 +359,54 @@ TEST(AttentionTest, Deterministic) {
   }
 }
 
+// `form` forces a form (`spatial lower --attention-form`): the three sections even where the heads are whole tiles,
+// the flash fold only where they are; both compute the same values (the same row-major numbers in each form's
+// layout) to f64 rounding.
+TEST(AttentionTest, FormForcesSectionsOrFlash) {
+  const Target& t = Shipped("test_tiny");
+  // Small enough for the sections' flat pages (test_tiny's accumulator holds 4 tiles of 8 x 8).
+  for (const AttnCase& ac : {AttnCase{.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 12, .pos = Pos::kLiteral, .p = 12},
+                             AttnCase{.h = 2, .kv = 1, .hd = 16, .vd = 8, .l = 8, .rows = 2, .pos = Pos::kLiteral,
+                                      .p = 7, .sinks = true, .cap = 0.7}}) {
+    SCOPED_TRACE(CaseText(ac));
+    proto::OpSpec sections = AttnSpec(ac);
+    sections.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
+    proto::OpSpec flash = AttnSpec(ac);
+    flash.mutable_attention()->set_form(proto::AttentionSpec::FORM_FLASH);
+    absl::StatusOr<Composition> a = Lower(sections, t);
+    absl::StatusOr<Composition> b = Lower(flash, t);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    auto has = [](const Composition& c, const std::string& part) {
+      for (const Section& s : c.sections) {
+        if (s.name.find(part) != std::string::npos) return true;
+      }
+      return false;
+    };
+    EXPECT_TRUE(has(*a, "_softmax_")) << a->name;
+    EXPECT_FALSE(has(*a, "_flash_")) << a->name;
+    EXPECT_TRUE(has(*b, "_flash_")) << b->name;
+    // The same values in each program's own layout of every input.
+    TensorMap in_a = MakeInputs(*a, Reals(-1, 1), 5);
+    TensorMap in_b;
+    for (const Tensor& x : CompositionInputs(*b)) {
+      ASSERT_TRUE(in_a.count(x.name)) << x.name;
+      in_b[x.name] = TensorData{x.rows, x.cols, x.precision, in_a.at(x.name).values};
+    }
+    absl::StatusOr<TensorMap> va = RunComposition(*a, t.tile_rows(), t.tile_cols(), in_a);
+    absl::StatusOr<TensorMap> vb = RunComposition(*b, t.tile_rows(), t.tile_cols(), in_b);
+    ASSERT_TRUE(va.ok() && vb.ok());
+    const std::vector<double>& ya = va->at("y").values;
+    const std::vector<double>& yb = vb->at("y").values;
+    ASSERT_EQ(ya.size(), yb.size());
+    for (size_t i = 0; i < ya.size(); ++i) EXPECT_NEAR(ya[i], yb[i], 1e-12 * std::max(1.0, std::fabs(ya[i]))) << i;
+  }
+  proto::OpSpec ragged = AttnSpec({.h = 2, .kv = 1, .hd = 6, .vd = 6, .l = 8, .pos = Pos::kLiteral, .p = 3});
+  ragged.mutable_attention()->set_form(proto::AttentionSpec::FORM_FLASH);
+  EXPECT_EQ(RefusalOf(ragged, t),
+            "NotLowered: the flash form of an attention whose heads are not whole tiles, or whose query heads do not "
+            "group over its K/V heads (h 2, kv 1, hd 6, vd 6 on 8 x 8 tiles)");
+}
+
 }  // namespace
 }  // namespace spatial::testing

@@ -19,6 +19,7 @@ namespace spatial {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::MatchesRegex;
 
 class SpatialCli : public testing::Test, public SpatialCliBase {
@@ -147,6 +148,34 @@ TEST_F(SpatialCli, NpyOfTheWrongShapeOrDtype) {
 
 // lower -> vm with seeded inputs -> every result written with its shape -> re-run from the saved inputs gives the
 // same bytes.
+// `--attention-form` forces an attention's form; it is usage error on anything else, and the fold's refusal where
+// the heads are not whole tiles.
+TEST_F(SpatialCli, AttentionFormForcesTheForm) {
+  auto spec = [&](int hd) {
+    return Write(absl::StrCat("attn", hd, ".textproto"),
+                 absl::StrCat("out: \"y\" operands { name: \"q\" } operands { name: \"k\" } operands { name: \"v\" }"
+                              " attention { h: 2 kv: 1 hd: ", hd, " vd: ", hd, " l: 12 rows: 1 pos { literal: 12 } }"));
+  };
+  const std::string whole = spec(16);
+  CliRun sections = Spatial(absl::StrCat("lower --target=test_tiny --attention-form=sections --op=", whole));
+  ASSERT_EQ(sections.code, 0) << sections.err;
+  EXPECT_THAT(sections.out, HasSubstr("_softmax_"));
+  EXPECT_THAT(sections.out, Not(HasSubstr("_flash_")));
+  CliRun flash = Spatial(absl::StrCat("lower --target=test_tiny --attention-form=flash --op=", whole));
+  ASSERT_EQ(flash.code, 0) << flash.err;
+  EXPECT_THAT(flash.out, HasSubstr("_flash_"));
+  CliRun bad = Spatial(absl::StrCat("lower --target=test_tiny --attention-form=online --op=", whole));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--attention-form is sections, flash or auto, not 'online'"));
+  const std::string silu = std::string(SPATIAL_SOURCE_DIR) + "/examples/ops/silu.textproto";
+  CliRun other = Spatial(absl::StrCat("lower --target=test_tiny --attention-form=flash --op=", silu));
+  EXPECT_EQ(other.code, 2);
+  EXPECT_THAT(other.err, HasSubstr("--attention-form applies to an attention op;"));
+  CliRun ragged = Spatial(absl::StrCat("lower --target=test_tiny --attention-form=flash --op=", spec(6)));
+  EXPECT_EQ(ragged.code, 1);
+  EXPECT_THAT(ragged.err, HasSubstr("refused: NotLowered: the flash form of an attention whose heads are not whole"));
+}
+
 TEST_F(SpatialCli, LowerRunAndReproduce) {
   std::string spec = std::string(SPATIAL_SOURCE_DIR) + "/examples/ops/silu.textproto";
   if (!fs::exists(spec)) spec = SiluSpec(100);
