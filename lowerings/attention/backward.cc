@@ -144,6 +144,24 @@ BufferId AddBlockBound(Template& t, const std::string& name, BufferId row_bound,
   return b;
 }
 
+// Seals a fold's section: an item per (chunk, query head) of the range, its result rectangle the chunk's tiles of
+// the head; no placement grid (the items go round robin) and the packer accumulating the products (no reload).
+absl::StatusOr<Composition> FinishFold(Template& t, const Plan& p, const Blocking& bk, const Range& r,
+                                       const std::string& name, const Target& target) {
+  std::vector<WorkItem> items;
+  for (int64_t y = r.first; y < r.last; ++y) {
+    for (int64_t x = 0; x < p.s.h; ++x) {
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = x,
+                               .out = TileRect{.row0_t = y * bk.chunk, .col0_t = x * p.head_t, .h_t = bk.chunk,
+                                               .w_t = p.head_t}});
+    }
+  }
+  t.SetPlan(BlockPlan{.per_site_m = bk.chunk, .per_site_n = bk.block, .grid_y = 0, .grid_x = 0,
+                      .num_blocks = r.blocks, .osh = 0, .osw = 0, .pack_accumulate = true});
+  return FinishSection(t, absl::StrCat(name, "_c", r.first, "to", r.last - 1), std::move(items), Precision::kFp32,
+                       ApproxIn("attention backward", p.precision), target, DstPolicy::kStreamed);
+}
+
 // ── 1. dQ: item (chunk y of qc query tiles, head x), folding blocks of kb key tile rows ──
 absl::StatusOr<Composition> DqSection(const Plan& p, const Blocking& bk, const Range& r, const Target& target) {
   const BackwardShape& s = p.s;
@@ -309,20 +327,8 @@ absl::StatusOr<Composition> DqSection(const Plan& p, const Blocking& bk, const R
   WireFirstReaders(t);
   MulticastSharedPrologue(t, LoopVar::kItemX);
 
-  std::vector<WorkItem> items;
-  for (int64_t y = r.first; y < r.last; ++y) {
-    for (int64_t x = 0; x < s.h; ++x) {
-      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = x,
-                               .out = TileRect{.row0_t = y * qc, .col0_t = x * head_t, .h_t = qc, .w_t = head_t}});
-    }
-  }
-  t.SetPlan(BlockPlan{.per_site_m = qc, .per_site_n = kb, .grid_y = 0, .grid_x = 0, .num_blocks = blocks, .osh = 0,
-                      .osw = 0, .pack_accumulate = true});
-  return FinishSection(t,
-                       absl::StrCat("attn_bwd_dq_", s.h, "x", s.hd, "_r", s.rows, "_l", s.l, "_q", qc, "_kb", kb,
-                                    "_c", r.first, "to", r.last - 1),
-                       std::move(items), acc, ApproxIn("attention backward", p.precision), target,
-                       DstPolicy::kStreamed);
+  return FinishFold(t, p, bk, r, absl::StrCat("attn_bwd_dq_", p.s.h, "x", p.s.hd, "_r", p.s.rows, "_l", p.s.l, "_q",
+                                             qc, "_kb", kb), target);
 }
 
 // ── 2. dK, dV: item (chunk y of kc key tile rows, query head x), folding blocks of qb query tiles ──
@@ -467,20 +473,8 @@ absl::StatusOr<Composition> DkvSection(const Plan& p, const Blocking& bk, const 
   }
   WireFirstReaders(t);
 
-  std::vector<WorkItem> items;
-  for (int64_t y = r.first; y < r.last; ++y) {
-    for (int64_t x = 0; x < s.h; ++x) {
-      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = x,
-                               .out = TileRect{.row0_t = y * kc, .col0_t = x * head_t, .h_t = kc, .w_t = head_t}});
-    }
-  }
-  t.SetPlan(BlockPlan{.per_site_m = kc, .per_site_n = qb, .grid_y = 0, .grid_x = 0, .num_blocks = blocks, .osh = 0,
-                      .osw = 0, .pack_accumulate = true});
-  return FinishSection(t,
-                       absl::StrCat("attn_bwd_dkv_", s.h, "x", s.hd, "_r", s.rows, "_l", s.l, "_k", kc, "_qb", qb,
-                                    "_c", r.first, "to", r.last - 1),
-                       std::move(items), acc, ApproxIn("attention backward", p.precision), target,
-                       DstPolicy::kStreamed);
+  return FinishFold(t, p, bk, r, absl::StrCat("attn_bwd_dkv_", p.s.h, "x", p.s.hd, "_r", p.s.rows, "_l", p.s.l, "_k",
+                                             kc, "_qb", qb), target);
 }
 
 // ── 3. Grouped: each K/V head's dK and dV, the sum of its group's query heads. Item (key tile row, K/V head).
