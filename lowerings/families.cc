@@ -108,8 +108,9 @@ const std::vector<OpFamily>& OpFamilies() {
      "values, one pack. The fold dominates. Measured 8.4e-3 (max of 150 runs), against the naive "
      "reference that expands every head's keys and values."},
     {proto::OpSpec::kAttentionBackward, &FromAttentionBackward, &ReferenceAttentionBackward, 1.6e-2, 1e-12,
-     "Five HiFi2 products a block (S, dP and S^T, dP^T from bf16 operands; dQ, dK, dV from P and dS "
-     "packed to bf16) accumulated in fp32, P recomputed through the SFPU's exp, D = rowsum(dO * O) "
+     "Seven HiFi2 products over the two folds (S, dP and S^T, dP^T from bf16 operands; dQ, dK, dV "
+     "from P and dS packed to bf16) accumulated in fp32, P recomputed through the SFPU's exp, "
+     "D = rowsum(dO * O) "
      "in fp32, the gradients packed once (GQA: summed over the group in fp32 first). Each gradient "
      "carries about the forward attention's error: measured 7.7e-3 (max of 120 runs)."},
     // ── Gathers, row writes, argmax ──

@@ -64,11 +64,11 @@ ElemAccess Terms(std::vector<Term> ts, int64_t base = 0) { return ElemAccess{bas
 
 Body Scaled(Body x, double scale) { return scale == 1.0 ? x : Mul(x, Const(scale)); }
 
-TensorId Operand(Template& t, const Plan& p, int i, int64_t rows, int64_t cols, Precision precision) {
-  // The sizes were checked by the size budget before anything is built; a fill is materialized only when given.
-  absl::StatusOr<TensorInit> init = InitOf(p.ops[static_cast<size_t>(i)].fill, rows * cols);
-  return t.AddTensor(p.ops[static_cast<size_t>(i)].name, TensorRole::kInput, rows, cols, precision,
-                     init.ok() ? *std::move(init) : TensorInit::External());
+// Operand i with its spec's fill (the sizes were checked by the size budget before anything is built).
+absl::StatusOr<TensorId> Operand(Template& t, const Plan& p, int i, int64_t rows, int64_t cols, Precision precision) {
+  const OperandRef& op = p.ops[static_cast<size_t>(i)];
+  ASSIGN_OR_RETURN(TensorInit init, InitOf(op.fill, rows * cols));
+  return t.AddTensor(op.name, TensorRole::kInput, rows, cols, precision, std::move(init));
 }
 
 // Query head x's K/V head, as a table of one tile per head (element 0: the K/V head), loaded once per stream: an
@@ -181,12 +181,12 @@ absl::StatusOr<Composition> DqSection(const Plan& p, const Blocking& bk, const R
 
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, p.Internal("scaler"), p.precision);
-  const TensorId q = Operand(t, p, 0, s.rows, s.h * s.hd, p.precision);
-  const TensorId k = Operand(t, p, 1, s.l, s.kv * s.hd, p.precision);
-  const TensorId v = Operand(t, p, 2, s.l, s.kv * s.vd, p.precision);
-  const TensorId o = Operand(t, p, 3, s.rows, s.h * s.vd, p.precision);
-  const TensorId d_o = Operand(t, p, 4, s.rows, s.h * s.vd, p.precision);
-  const TensorId lse = Operand(t, p, 5, s.rows, s.h, acc);
+  ASSIGN_OR_RETURN(const TensorId q, Operand(t, p, 0, s.rows, s.h * s.hd, p.precision));
+  ASSIGN_OR_RETURN(const TensorId k, Operand(t, p, 1, s.l, s.kv * s.hd, p.precision));
+  ASSIGN_OR_RETURN(const TensorId v, Operand(t, p, 2, s.l, s.kv * s.vd, p.precision));
+  ASSIGN_OR_RETURN(const TensorId o, Operand(t, p, 3, s.rows, s.h * s.vd, p.precision));
+  ASSIGN_OR_RETURN(const TensorId d_o, Operand(t, p, 4, s.rows, s.h * s.vd, p.precision));
+  ASSIGN_OR_RETURN(const TensorId lse, Operand(t, p, 5, s.rows, s.h, acc));
   const TensorId dq = t.AddTensor(p.out, TensorRole::kOutput, s.rows, s.h * s.hd, p.precision, TensorInit::Zero());
   const TensorId delta_cols = ColumnStat(t, p, "delta", TensorRole::kOutput);
   const TensorId lse_cols = ColumnStat(t, p, "lse", TensorRole::kOutput);
@@ -350,10 +350,10 @@ absl::StatusOr<Composition> DkvSection(const Plan& p, const Blocking& bk, const 
                                         {LoopVar::kK, wb, IterKind::kParallel}};
 
   Template t(tr, tw);
-  const TensorId q = Operand(t, p, 0, s.rows, s.h * s.hd, p.precision);
-  const TensorId k = Operand(t, p, 1, s.l, s.kv * s.hd, p.precision);
-  const TensorId v = Operand(t, p, 2, s.l, s.kv * s.vd, p.precision);
-  const TensorId d_o = Operand(t, p, 4, s.rows, s.h * s.vd, p.precision);
+  ASSIGN_OR_RETURN(const TensorId q, Operand(t, p, 0, s.rows, s.h * s.hd, p.precision));
+  ASSIGN_OR_RETURN(const TensorId k, Operand(t, p, 1, s.l, s.kv * s.hd, p.precision));
+  ASSIGN_OR_RETURN(const TensorId v, Operand(t, p, 2, s.l, s.kv * s.vd, p.precision));
+  ASSIGN_OR_RETURN(const TensorId d_o, Operand(t, p, 4, s.rows, s.h * s.vd, p.precision));
   const TensorId delta_cols = ColumnStat(t, p, "delta", TensorRole::kInput);
   const TensorId lse_cols = ColumnStat(t, p, "lse", TensorRole::kInput);
   // Grouped: each query head's gradients, fp32, summed over the group by section 3.

@@ -6,7 +6,8 @@
 // Nothing of size rows x l is ever stored: P, dP and dS live one block at a time in a site.
 //
 // ★ TWO FOLDS, NO ATOMICS. FlashAttention-2 accumulates dQ with atomic adds from the key-block loop; the algebra has
-// no atomics (items write disjoint tiles), so each gradient has the loop it accumulates over:
+// no atomics (items write disjoint tiles), so each gradient has the loop it accumulates over, and the second fold
+// recomputes S and dP: seven products a (query block, key block) pair where FlashAttention-2 has five.
 //   1. "{tag}_dq_..." — item (chunk of query tiles, query head), folding blocks of key tile rows: D and the row
 //      statistics in the prologue, S = Q K^T, P, dP = dO V^T, dS, dQ += dS K (the matrix engine's products,
 //      accumulated onto the fp32 running dQ by the packer). The epilogue also writes D and L as rows ("column
