@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "passes/fit_site.h"
 #include "passes/handles.h"
+#include "passes/online_softmax.h"
 #include "spatial/validate.h"
 
 namespace spatial {
@@ -31,6 +32,10 @@ const std::vector<Pass>& Passes() {
        &FitSite},
       {"compose", "check that sections meet through their handles: a name is read only after it is produced",
        &Compose},
+      {"online-softmax",
+       "rewrite each three-section attention (scores, row softmax, weighted sum) into the flash fold "
+       "(passes/online_softmax.h)",
+       &OnlineSoftmax},
   };
   return *passes;
 }

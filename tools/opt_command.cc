@@ -23,7 +23,7 @@ using cli::FlagSpec;
 int RunOpt(const cli::ParsedArgs& args) {
   const std::string cmd = "opt";
   if (args.GetBool("list")) {
-    for (const Pass& p : Passes()) std::cout << absl::StrFormat("%-10s %s\n", p.name, p.summary);
+    for (const Pass& p : Passes()) std::cout << absl::StrFormat("%-15s %s\n", p.name, p.summary);
     return cli::kExitOk;
   }
   if (args.positional.empty()) return cli::UsageError(std::cerr, cmd, "missing PROG (or --list)");
@@ -74,7 +74,7 @@ int RunOpt(const cli::ParsedArgs& args) {
 Subcommand OptCommand() {
   cli::CommandSpec s;
   s.name = "opt";
-  s.summary = "run passes over a program (verify, fit-site, compose) and write the result";
+  s.summary = "run passes over a program (verify, fit-site, compose, online-softmax) and write the result";
   s.positional = "PROG";
   s.min_positional = 0;
   s.max_positional = 1;
@@ -92,6 +92,8 @@ Subcommand OptCommand() {
       "Reads PROG ('-': stdin), runs each pass of --passes in order on its target, verifying the program after\n"
       "every pass, and writes the result. A pass that refuses the program exits 1 naming the pass and the reason.";
   s.examples = {"spatial opt --passes=verify,fit-site --print-after-all silu.textproto -o silu.opt.textproto",
+                "spatial lower --target=test_tiny --attention-form=sections --op=attn.textproto -o attn3.textproto\n"
+                "  spatial opt --passes=online-softmax attn3.textproto -o attn_fold.textproto",
                 "spatial opt --list"};
   return {s, &RunOpt};
 }
