@@ -207,8 +207,11 @@ TEST(AttentionBackwardTest, CausalRangesFoldOnlyTheBlocksTheyNeed) {
     for (const Stage& st : s.stages) {
       const auto* ld = std::get_if<Load>(&st.op);
       if (ld == nullptr || ld->num_blocks <= 1) continue;
-      if (dq && (st.name == "load_k" || st.name == "load_v")) EXPECT_EQ(ld->multicast, LoopVar::kItemY) << st.name;
-      if (dkv && st.name != "load_k" && st.name != "load_v") EXPECT_EQ(ld->multicast, LoopVar::kItemY) << st.name;
+      const bool shared = dq ? (st.name == "load_k" || st.name == "load_v")
+                             : (st.name != "load_k" && st.name != "load_v");
+      if (shared) {
+        EXPECT_EQ(ld->multicast, LoopVar::kItemY) << st.name;
+      }
     }
   }
   EXPECT_GT(dq_sections, 1);
