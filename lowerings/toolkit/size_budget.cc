@@ -305,6 +305,9 @@ absl::Status CheckSpecSizes(const proto::OpSpec& spec) {
           .Tensor("a query head's dv", {{"l", l}, {"h", a.h()}, {"vd", vd}})
           .status();
     }
+    case K::kScan:
+      return SizeBudget("scan").Tensor("operand x", {{"steps", spec.scan().steps()}, {"lanes", spec.scan().lanes()}})
+          .status();
     case K::kArgmax:
       return SizeBudget("argmax").Tensor("operand x", {{"n", spec.argmax().n()}}).status();
     default: return absl::OkStatus();

@@ -224,6 +224,30 @@ std::vector<OpCase> MoeCases() {
   return v;
 }
 
+// The scan: SUM (discounted, exclusive), MAX, and the online softmax's denominator, over tails and several blocks.
+// Discounts in [0.5, 1) as a decay's; x in [-3, 3).
+std::vector<OpCase> ScanCases() {
+  std::vector<OpCase> v;
+  for (auto [t, steps, lanes, op, discounted, exclusive, denominator] :
+       std::vector<std::tuple<const char*, int64_t, int64_t, proto::ScanSpec::Op, bool, bool, bool>>{
+           {"test_tiny", 37, 20, proto::ScanSpec::SUM, true, true, false},
+           {"test_tiny", 30, 9, proto::ScanSpec::MAX, false, true, false},
+           {"test_tiny", 45, 16, proto::ScanSpec::SUM, false, false, true},
+           {"wormhole_n150", 100, 40, proto::ScanSpec::SUM, true, true, false},
+           {"wormhole_n150", 128, 64, proto::ScanSpec::SUM, false, false, true}}) {
+    proto::OpSpec s = discounted ? Spec({"x", "d"}) : Spec({"x"});
+    proto::ScanSpec* sc = s.mutable_scan();
+    sc->set_steps(steps);
+    sc->set_lanes(lanes);
+    sc->set_op(op);
+    sc->set_discounted(discounted);
+    sc->set_exclusive(exclusive);
+    sc->set_softmax_denominator(denominator);
+    v.push_back({t, s, [](const std::string& name, Rng& r) { return name == "d" ? r.Real(0.5, 1.0) : r.Real(-3, 3); }});
+  }
+  return v;
+}
+
 // Attention's backward pass: GQA groups 1 and 4, causal and not, tails, on test_tiny and at Wormhole's tiles. The
 // draws are a training step's magnitudes: L near the log of the positions a row attends, so P = e^(scale S - L)
 // is a distribution's size (the VM and the simulator read the same inputs; consistency is the unit test's matter).
@@ -740,6 +764,7 @@ const std::vector<OpTolerance>& ToleranceTable() {
         {"argmax", &ArgMaxCases},
         {"mla", &MlaCases},
         {"attention_backward", &AttentionBackwardCases},
+        {"scan", &ScanCases},
         {"moe", &MoeCases},
         {"rope", &RopeCases},
         {"causal_conv", &CausalConvCases},
