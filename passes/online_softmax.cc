@@ -1,5 +1,6 @@
 #include "passes/online_softmax.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -103,6 +104,10 @@ absl::StatusOr<Found> Recognize(const Composition& c, size_t i) {
   const double scale = b0->b->value;
   const int q_slot = b0->a->a->operand;
   const int k_slot = b0->a->b->operand;
+  const int slots = static_cast<int>(std::min(scores_stage.ins.size(), g->ins.size()));
+  if (q_slot < 0 || k_slot < 0 || q_slot >= slots || k_slot >= slots) {
+    return Declined(absl::StrCat("section '", s.name, "': a score reads a slot the stage does not have"));
+  }
   const Tensor* q = LoadedInto(s, scores_stage.ins[static_cast<size_t>(q_slot)]);
   const Tensor* k = LoadedInto(s, scores_stage.ins[static_cast<size_t>(k_slot)]);
   if (q == nullptr || k == nullptr) return Declined(absl::StrCat("section '", s.name, "': q or k is not an input"));
@@ -148,7 +153,11 @@ absl::StatusOr<Found> Recognize(const Composition& c, size_t i) {
     return Declined(absl::StrCat("section '", w.name, "' is not a weighted sum of values"));
   }
   const Stage& w_stage = w.stages[static_cast<size_t>(w.FindStage("attn_weighted"))];
-  const Tensor* v = LoadedInto(w, w_stage.ins[static_cast<size_t>(wbands.back()->b->operand)]);
+  const int v_slot = wbands.back()->b->operand;
+  if (v_slot < 0 || v_slot >= static_cast<int>(w_stage.ins.size())) {
+    return Declined(absl::StrCat("section '", w.name, "' is not a weighted sum of values"));
+  }
+  const Tensor* v = LoadedInto(w, w_stage.ins[static_cast<size_t>(v_slot)]);
   if (v == nullptr || wg->iters[1].extent % h != 0) {
     return Declined(absl::StrCat("section '", w.name, "' is not a weighted sum of values"));
   }
