@@ -113,35 +113,13 @@ TensorId ColumnStat(Template& t, const Plan& p, std::string_view part, TensorRol
                      role == TensorRole::kOutput ? TensorInit::Zero() : TensorInit::External());
 }
 
-// The carried block start (the first position or query of the block), initialised to `first` and advanced by
-// `step`; read through a guard below `span`, the value every read of it admits.
-struct Start {
-  BufferId buf = 0;
-  int64_t span = 1;
-};
-Start AddStart(Template& t, int64_t first, int64_t span, Precision ix) {
+// The carried block start (the first position or query of the block), initialised to `first`; the fold's mask
+// advances it (AddNextStart) and reads it (AddBlockBound) through a guard below `tiles` tile rows.
+BufferId AddStart(Template& t, int64_t first, Precision ix) {
   const BufferId start = t.AddScratchDeep("block_start", 2, 1, ix);
   t.AddGeneric("init_start", FlatSpace(1), {}, {}, IdentMap(t.PageWidth(1)), Const(static_cast<double>(first)),
                start);
-  return Start{start, span};
-}
-void AddNext(Template& t, const Start& st, int64_t step) {
-  std::vector<BufferId> ins;
-  std::vector<ElemAccess> maps;
-  const int k = AddGuardedRead(ins, maps, st.buf, Fixed(0), st.span);
-  t.AddGeneric("next_start", FlatSpace(1), ins, maps, IdentMap(t.PageWidth(1)),
-               Add(Op(k), Const(static_cast<double>(step))), st.buf);
-}
-// Each row's bound in the block's own coordinates: the row's absolute bound less the block's start.
-BufferId AddBlockBound(Template& t, const std::string& name, BufferId row_bound, const Start& st, int64_t cols,
-                       Precision ix) {
-  const ElemAccess stat = StatMap(cols, t.tile_cols());
-  const BufferId b = t.AddScratchDeep(name, 1, 1, ix);
-  std::vector<BufferId> ins{row_bound};
-  std::vector<ElemAccess> maps{stat};
-  const int k = AddGuardedRead(ins, maps, st.buf, Fixed(0), st.span);
-  t.AddGeneric(name, HeadSpace(t.tile_rows(), cols), ins, maps, stat, Sub(Op(0), Op(k)), b);
-  return b;
+  return start;
 }
 
 // Seals a fold's section: an item per (chunk, query head) of the range, its result rectangle the chunk's tiles of
@@ -238,7 +216,6 @@ absl::StatusOr<Composition> DqSection(const Plan& p, const Blocking& bk, const R
                  {do_in, o_in, sc_in}, {value_at, value_at, ConstMap()}, stat, Mul(Op(0), Op(1)), delta);
   }
   FoldMask mask;
-  std::optional<Start> start;
   if (masked) {
     mask.masked = true;
     const BufferId row_lim = t.AddScratchDeep("row_limit", 1, 1, p.ix);
@@ -253,9 +230,8 @@ absl::StatusOr<Composition> DqSection(const Plan& p, const Blocking& bk, const R
     }
     mask.row_limit = row_lim;
     if (fold) {
-      start = AddStart(t, 0, p.tiles_l * tr, p.ix);
       mask.counted = true;
-      mask.start = start->buf;
+      mask.start = AddStart(t, 0, p.ix);
     }
   }
   const BufferId dq_run = t.AddScratchDeep("run_dq", 2, qc * head_t, acc);
@@ -281,8 +257,8 @@ absl::StatusOr<Composition> DqSection(const Plan& p, const Blocking& bk, const R
   };
   cache_block("load_k", k, kv_k, head_t, p.k_width_t(), k_in);
   cache_block("load_v", v, kv_v, v_t, p.v_width_t(), v_in);
-  if (start) mask.lim = AddBlockBound(t, "block_limit", *mask.row_limit, *start, qc, p.ix);
-  else mask.lim = mask.row_limit;
+  mask.lim = mask.start ? AddBlockBound(t, "block_limit", *mask.row_limit, *mask.start, p.tiles_l * tr, qc, p.ix)
+                        : mask.row_limit;
 
   // S = Q K^T, P = e^(scale S - L) where live (exactly 0 where masked), dP = dO V^T, dS = scale P (dP - D).
   const BufferId s_buf = t.AddScratchDeep("scores", 1, qc * kb, acc);
@@ -306,7 +282,7 @@ absl::StatusOr<Composition> DqSection(const Plan& p, const Blocking& bk, const R
   // dQ += dS K: the block's kb x head_t key tiles as B, accumulated onto the running dQ by the packer.
   t.AddMatmul("block_dq", MatmulTiles{.m_tiles = qc, .n_tiles = head_t, .k_tiles = kb, .accumulate = true}, ds_buf,
               k_in, dq_run);
-  if (start) AddNext(t, *start, kb * tr);
+  AddNextStart(t, mask, p.tiles_l, kb * tr);
 
   // ── The epilogue, once per item: dQ into the chunk's tiles; D and L as rows for the second fold.
   t.SetPhase(fold ? Phase::kEpilogue : Phase::kPrologue);
@@ -384,14 +360,17 @@ absl::StatusOr<Composition> DkvSection(const Plan& p, const Blocking& bk, const 
   // Causal: key position j is read by the queries q >= j - (l - rows): each row's floor, from a table of the chunk's
   // first positions and a tile holding r in row r.
   std::optional<BufferId> row_floor;
-  std::optional<Start> start;
+  FoldMask floors;  // only its carried start: the floors are compared with Pred Ge below
   if (s.causal) {
     const BufferId k_rows = ChunkRows(t, p, "key", p.tiles_l / kc, kc);
     const BufferId r_in = RowIndex(t, p);
     row_floor = t.AddScratchDeep("row_floor", 1, 1, p.ix);
     t.AddGeneric("row_floor", HeadSpace(tr, kc), {k_rows, r_in}, {Terms({{LoopVar::kCol, 1}}), PerRowMap(tw)}, stat,
                  Sub(Add(Op(0), Op(1)), Const(static_cast<double>(s.l - s.rows))), *row_floor);
-    if (fold) start = AddStart(t, r.first_block * qb * tr, p.tiles_q * tr, p.ix);
+    if (fold) {
+      floors.masked = floors.counted = true;
+      floors.start = AddStart(t, r.first_block * qb * tr, p.ix);
+    }
   }
   const BufferId dk_run = t.AddScratchDeep("run_dk", 2, kc * head_t, acc);
   const BufferId dv_run = t.AddScratchDeep("run_dv", 2, kc * v_t, acc);
@@ -419,9 +398,12 @@ absl::StatusOr<Composition> DkvSection(const Plan& p, const Blocking& bk, const 
   const BufferId delta_in = query_block("delta", delta_cols, q0, qb, {{LoopVar::kItemX, p.tiles_q}},
                                         {.h = 1, .w = qb, .pitch = 1}, acc);
   std::optional<BufferId> floor_b;
-  if (row_floor) floor_b = start ? AddBlockBound(t, "block_floor", *row_floor, *start, kc, p.ix) : *row_floor;
-  // A position before the block's first query when unfolded and the range starts past 0: the floor is relative.
-  if (row_floor && !start && r.first_block > 0) {
+  if (row_floor) {
+    floor_b = floors.start ? AddBlockBound(t, "block_floor", *row_floor, *floors.start, p.tiles_q * tr, kc, p.ix)
+                           : *row_floor;
+  }
+  // Unfolded, a range that starts past query 0 compares with the floor relative to its one block.
+  if (row_floor && !floors.start && r.first_block > 0) {
     const BufferId shifted = t.AddScratchDeep("block_floor", 1, 1, p.ix);
     t.AddGeneric("block_floor", HeadSpace(tr, kc), {*row_floor}, {stat}, stat,
                  Sub(Op(0), Const(static_cast<double>(q0 * tr))), shifted);
@@ -458,7 +440,7 @@ absl::StatusOr<Composition> DkvSection(const Plan& p, const Blocking& bk, const 
                Scaled(Mul(Op(0), Sub(Op(1), Op(2))), s.scale), dst_buf);
   t.AddMatmul("block_dk", MatmulTiles{.m_tiles = kc, .n_tiles = head_t, .k_tiles = qb, .accumulate = true}, dst_buf,
               q_in, dk_run);
-  if (start) AddNext(t, *start, qb * tr);
+  AddNextStart(t, floors, p.tiles_q, qb * tr);
 
   // ── The epilogue: the chunk's dK and dV tiles (grouped: query head x's, fp32).
   t.SetPhase(fold ? Phase::kEpilogue : Phase::kPrologue);

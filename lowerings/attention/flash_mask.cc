@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "lowerings/attention/flash_fold.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -150,6 +151,17 @@ void AddBlockLimits(Template& t, FoldMask& m, const FlashGeometry& g, int64_t nb
                  floor_b);
   }
   m.floor = floor_b;
+}
+
+BufferId AddBlockBound(Template& t, const std::string& name, BufferId row_bound, BufferId start, int64_t span,
+                       int64_t cols, Precision ix) {
+  const ElemAccess stat = StatMap(cols, t.tile_cols());
+  const BufferId b = t.AddScratchDeep(name, 1, 1, ix);
+  std::vector<BufferId> ins{row_bound};
+  std::vector<ElemAccess> maps{stat};
+  const int k = AddGuardedRead(ins, maps, start, Fixed(0), span);
+  t.AddGeneric(name, HeadSpace(t.tile_rows(), cols), ins, maps, stat, Sub(Op(0), Op(k)), b);
+  return b;
 }
 
 void AddNextStart(Template& t, const FoldMask& m, int64_t nb, int64_t step) {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,6 +64,12 @@ absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, 
 
 // The body part that precedes the scores: `block_limit` (lim = row_limit - start) and `block_floor`.
 void AddBlockLimits(Template& t, FoldMask& m, const FlashGeometry& g, int64_t nb, Precision ix);
+
+// A stage `name` writing each row's bound in the block's own coordinates: `row_bound` (StatMap(cols) layout: `cols`
+// query tiles' rows) less the carried block start, read through a guard below `span` (the largest start plus one).
+// The prefill fold's block limit and the attention backward's limits and floors.
+BufferId AddBlockBound(Template& t, const std::string& name, BufferId row_bound, BufferId start, int64_t span,
+                       int64_t cols, Precision ix);
 
 // The last body stage: `next_start` (start += step: a tile, or a split fold's parts' tiles). No-op unless counted.
 void AddNextStart(Template& t, const FoldMask& m, int64_t nb, int64_t step);

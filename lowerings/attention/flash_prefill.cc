@@ -192,12 +192,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   }
   // Each (row, query tile)'s limit in the block's own positions: its limit less the block's start.
   if (mask.start) {
-    const BufferId lim_b = t.AddScratchDeep("block_limit", 1, 1, ix);
-    std::vector<BufferId> ins{*mask.row_limit};
-    std::vector<ElemAccess> maps{stat};
-    const int k_at = AddGuardedRead(ins, maps, *mask.start, Fixed(0), blocks * wb);
-    t.AddGeneric("block_limit", HeadSpace(tr, qc), ins, maps, stat, Sub(Op(0), Op(k_at)), lim_b);
-    mask.lim = lim_b;
+    mask.lim = AddBlockBound(t, "block_limit", *mask.row_limit, *mask.start, blocks * wb, qc, ix);
   } else {
     mask.lim = mask.row_limit;
   }
