@@ -81,7 +81,8 @@ std::vector<Body> Bands(const Body& b, bool nested_selects) {
 struct Found {
   size_t scores = 0;
   size_t last = 0;  // the weighted sum's section
-  proto::OpSpec spec;
+  // The attention read off the program, once per window it may have (no window first); the rebuild picks.
+  std::vector<proto::OpSpec> candidates;
 };
 
 absl::StatusOr<Found> Recognize(const Composition& c, size_t i) {
@@ -184,16 +185,26 @@ absl::StatusOr<Found> Recognize(const Composition& c, size_t i) {
   }
 
   // The mask: each band's threshold is v*l + row_of(v) + P (a literal), or v*l + row_of(v) plus the position
-  // operand (the thresholds stage); a window's floors are not read back.
-  if (s.FindStage("floors") >= 0) return Declined("a windowed attention: reading its window back is not built");
+  // operand (the thresholds stage). A window adds floors: literal ones inside a band (kept only where they cut it),
+  // or a floors stage computing them from the thresholds; the window is read back from them as candidates, each
+  // then proven by the rebuild.
   std::vector<int64_t> row_plus;  // row_of(v) + P, or row_of(v) with the position an operand
   std::optional<std::string> position;
+  std::vector<proto::Window> windows;  // candidates, beside "no window"
   if (const Generic* m = GenericNamed(s, "mask"); m != nullptr) {
     const std::vector<Body> mb = Bands(m->body, true);
+    std::optional<std::pair<int64_t, int64_t>> cut;  // (band, floor - v*l): the first literal floor
     for (int64_t v = 0; v < static_cast<int64_t>(mb.size()); ++v) {
       const Body& band = mb[static_cast<size_t>(v)];
-      if (band->op != BodyOp::kSelect || band->pred.kind != PredKind::kAxisLt || band->b->op != BodyOp::kOperand) {
-        return Declined("a windowed attention: reading its window back is not built");
+      if (band->op != BodyOp::kSelect || band->pred.kind != PredKind::kAxisLt) {
+        return Declined(absl::StrCat("section '", s.name, "': a mask band that is not a threshold"));
+      }
+      const Body& kept = band->b;
+      if (kept->op == BodyOp::kSelect && kept->pred.kind == PredKind::kAxisGe && !kept->pred.rhs_is_operand &&
+          kept->b->op == BodyOp::kOperand) {
+        if (!cut) cut = std::make_pair(v, kept->pred.rhs - v * l);
+      } else if (kept->op != BodyOp::kOperand && !(kept->op == BodyOp::kSelect && kept->pred.rhs_is_operand)) {
+        return Declined(absl::StrCat("section '", s.name, "': a mask band keeps something other than the score"));
       }
       if (!band->pred.rhs_is_operand) row_plus.push_back(band->pred.rhs - v * l);
     }
@@ -208,6 +219,38 @@ absl::StatusOr<Found> Recognize(const Composition& c, size_t i) {
       if (!position) return Declined("a computed threshold without a position operand");
     }
     if (static_cast<int64_t>(row_plus.size()) != h) return Declined("a mask that is not one threshold a head");
+    if (const Generic* fl = GenericNamed(s, "floors"); fl != nullptr) {
+      // Sliding: threshold - W; chunked: base + floor((threshold - base - 1) / C) * C, band by band.
+      const Body f0 = Bands(fl->body, false)[0];  // a copy: the vector is a temporary
+      proto::Window w;
+      if (f0->op == BodyOp::kSub && f0->b->op == BodyOp::kConst) {
+        w.set_sliding(static_cast<int64_t>(f0->b->value));
+      } else if (f0->op == BodyOp::kAdd && f0->b->op == BodyOp::kMul && f0->b->b->op == BodyOp::kConst) {
+        w.set_chunked(static_cast<int64_t>(f0->b->b->value));
+      } else {
+        return Declined(absl::StrCat("section '", s.name, "': floors that are neither a sliding window's nor a "
+                                     "chunk's"));
+      }
+      windows.push_back(w);
+    } else if (cut) {
+      // first(n) - 1 = n - W (sliding), or floor((n - 1) / C) * C (chunked), n the band's limit.
+      const int64_t n = row_plus[static_cast<size_t>(cut->first)];
+      const int64_t floor_rel = cut->second;
+      proto::Window w;
+      w.set_sliding(n - floor_rel);
+      windows.push_back(w);
+      for (int64_t c = 1; c <= floor_rel; ++c) {
+        if (floor_rel % c == 0 && (n - 1) / c * c == floor_rel) {
+          w.set_chunked(c);
+          windows.push_back(w);
+        }
+      }
+    } else if (!position) {
+      // A window that cuts no band (W at least every row's limit): the sliding one of the largest limit.
+      proto::Window w;
+      w.set_sliding(*std::max_element(row_plus.begin(), row_plus.end()));
+      windows.push_back(w);
+    }
   }
   int64_t per_row = h;
   if (!row_plus.empty()) {
@@ -216,8 +259,7 @@ absl::StatusOr<Found> Recognize(const Composition& c, size_t i) {
   }
   const int64_t rows = h / per_row;
 
-  Found f{i, *wv, {}};
-  proto::OpSpec& spec = f.spec;
+  proto::OpSpec spec;
   spec.set_out(*out);
   for (const std::string& name : {q->name, k->name, v->name}) spec.add_operands()->set_name(name);
   proto::AttentionSpec* a = spec.mutable_attention();
@@ -243,6 +285,12 @@ absl::StatusOr<Found> Recognize(const Composition& c, size_t i) {
   if (const Generic* cap = GenericNamed(s, "attn_cap"); cap != nullptr) {
     if (cap->body->op != BodyOp::kSub || cap->body->b->op != BodyOp::kConst) return Declined("unrecognized soft cap");
     a->set_softcap(cap->body->b->value);
+  }
+  Found f{i, *wv, {spec}};
+  for (const proto::Window& w : windows) {
+    proto::OpSpec with = spec;
+    *with.mutable_attention()->mutable_window() = w;
+    f.candidates.push_back(std::move(with));
   }
   return f;
 }
@@ -275,17 +323,27 @@ absl::Status OnlineSoftmax(Composition& c, const Target& target) {
   for (size_t i = 0; i < out.sections.size(); ++i) {
     if (GenericNamed(out.sections[i], "attn_scores") == nullptr) continue;
     ASSIGN_OR_RETURN(const Found f, Recognize(out, i));
-    proto::OpSpec spec = f.spec;
-    spec.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
-    absl::StatusOr<Composition> sections = Lower(spec, target);
-    if (!sections.ok()) {
-      return Declined(absl::StrCat("the attention read off section '", out.sections[i].name,
-                                   "' does not lower as three sections: ", sections.status().message()));
+    // The first candidate whose three sections equal the program's; else the first's reason.
+    std::optional<proto::OpSpec> proven;
+    std::string first_reason;
+    for (proto::OpSpec candidate : f.candidates) {
+      candidate.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
+      absl::StatusOr<Composition> sections = Lower(candidate, target);
+      std::string reason;
+      if (!sections.ok()) {
+        reason = absl::StrCat("the attention read off section '", out.sections[i].name,
+                              "' does not lower as three sections: ", sections.status().message());
+      } else if (const std::string diff = Difference(out, f.scores, f.last, *sections); !diff.empty()) {
+        reason = absl::StrCat("the sections differ from the attention they resemble (",
+                              candidate.attention().ShortDebugString(), "): ", diff);
+      } else {
+        proven = candidate;
+        break;
+      }
+      if (first_reason.empty()) first_reason = reason;
     }
-    if (const std::string diff = Difference(out, f.scores, f.last, *sections); !diff.empty()) {
-      return Declined(absl::StrCat("the sections differ from the attention they resemble (",
-                                   spec.attention().ShortDebugString(), "): ", diff));
-    }
+    if (!proven) return Declined(first_reason);
+    proto::OpSpec spec = *proven;
     spec.mutable_attention()->set_form(proto::AttentionSpec::FORM_FLASH);
     absl::StatusOr<Composition> flash = Lower(spec, target);
     if (!flash.ok()) return Declined(absl::StrCat("the fold does not apply: ", flash.status().message()));

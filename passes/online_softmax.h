@@ -6,7 +6,8 @@
 //
 // ★ RECOGNIZED BY REBUILDING. The pass reads the attention's parameters off the program — heads, positions and
 // widths from the scores' bands, the scale and the cap from their bodies, the K/V head of each query head from its
-// key slot, the position and the causal rows from the mask's thresholds, the sinks from the softmax's inputs — then
+// key slot, the position and the causal rows from the mask's thresholds, a window from its floors (a sliding span or
+// the chunk sizes they admit, each a candidate), the sinks from the softmax's inputs — then
 // lowers that attention as three sections and requires the program's sections to EQUAL those, field by field. Only
 // then does it replace them, by the same attention's flash form (lowerings/attention/attention.h, FORM_FLASH). A
 // program that merely resembles an attention is declined with the first field that differs, so the rewrite never
@@ -16,7 +17,6 @@
 //   - no three-section attention in the program (no section with an 'attn_scores' stage);
 //   - the scores or the probabilities read by any section other than the softmax and the weighted sum (the fold
 //     never materializes them, so another reader would read nothing);
-//   - a window (its floors are not read back: the rewrite of windowed attention is not built);
 //   - sections that differ from the attention they resemble (mixed precisions, a normalizer other than the row
 //     softmax's sum, a changed mask or scale, ...): the first difference is named;
 //   - an attention the fold does not take (heads not whole tiles): the flash form's own refusal;

@@ -171,6 +171,15 @@ proto::OpSpec AttentionOf(int64_t h, int64_t kv, int64_t hd, int64_t vd, int64_t
   return s;
 }
 
+proto::OpSpec Windowed(proto::OpSpec s, int64_t span, bool chunked) {
+  if (chunked) {
+    s.mutable_attention()->mutable_window()->set_chunked(span);
+  } else {
+    s.mutable_attention()->mutable_window()->set_sliding(span);
+  }
+  return s;
+}
+
 bool HasSection(const Composition& c, const std::string& part) {
   for (const Section& s : c.sections) {
     if (s.name.find(part) != std::string::npos) return true;
@@ -207,6 +216,16 @@ TEST(OnlineSoftmax, RewritesThreeSectionAttentionsIntoTheFold) {
       {"test_tiny", AttentionOf(2, 1, 8, 8, 12, 1, std::nullopt, true, false, 0), "a named position"},
       {"test_tiny", AttentionOf(2, 1, 16, 8, 8, 2, 7, false, true, 0.7), "causal rows, sinks, a soft cap, vd < hd"},
       {"test_tiny", AttentionOf(4, 2, 8, 8, 6, 1, 5, false, false, 0), "GQA 2 over a literal length"},
+      {"test_tiny", Windowed(AttentionOf(2, 1, 8, 8, 12, 1, std::nullopt, true, false, 0), 4, false),
+       "a sliding window over a named position"},
+      {"test_tiny", Windowed(AttentionOf(2, 1, 8, 8, 12, 1, std::nullopt, true, false, 0), 5, true),
+       "a chunked window over a named position"},
+      {"test_tiny", Windowed(AttentionOf(2, 1, 8, 8, 8, 2, 7, false, false, 0), 3, false),
+       "a sliding window over causal rows"},
+      {"test_tiny", Windowed(AttentionOf(2, 1, 8, 8, 8, 2, 7, false, false, 0), 4, true),
+       "a chunked window over causal rows"},
+      {"test_tiny", Windowed(AttentionOf(2, 1, 8, 8, 12, 1, 7, false, false, 0), 20, false),
+       "a window wider than the positions"},
       {"wormhole_n150", AttentionOf(2, 1, 64, 64, 128, 1, std::nullopt, true, false, 0), "Wormhole, a named position"},
       {"wormhole_n150", AttentionOf(4, 2, 32, 32, 64, 1, 60, false, false, 0), "Wormhole, GQA 2"},
       {"wormhole_n150", AttentionOf(1, 1, 32, 32, 64, 4, 61, false, false, 0), "Wormhole, causal rows"},
@@ -266,12 +285,6 @@ TEST(OnlineSoftmax, DeclinesWithTheReason) {
   absl::StatusOr<Composition> ragged = Lower(AttentionOf(2, 1, 6, 6, 8, 1, 3, false, false, 0), t);
   ASSERT_TRUE(ragged.ok()) << ragged.status();
   EXPECT_THAT(decline(*ragged), ::testing::HasSubstr("declined: the fold does not apply: NotLowered: the flash form"));
-  // A window.
-  proto::OpSpec windowed = AttentionOf(2, 1, 8, 8, 12, 1, std::nullopt, true, false, 0);
-  windowed.mutable_attention()->mutable_window()->set_sliding(4);
-  absl::StatusOr<Composition> w = Lower(windowed, t);
-  ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_THAT(decline(*w), ::testing::HasSubstr("declined: a windowed attention"));
   // Another reader of the probabilities: the fold would leave it nothing to read.
   absl::StatusOr<Composition> base = Lower(AttentionOf(2, 1, 8, 8, 12, 1, 12, false, false, 0), t);
   ASSERT_TRUE(base.ok()) << base.status();
