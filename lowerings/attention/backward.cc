@@ -582,14 +582,8 @@ absl::StatusOr<BackwardShape> BackwardShapeOf(const proto::OpSpec& spec) {
                                       "'attention_backward'");
   }
   const proto::AttentionBackwardSpec& a = spec.attention_backward();
-  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"h", a.h()},
-                                 {"kv", a.kv()},
-                                 {"hd", a.hd()},
-                                 {"vd", a.vd()},
-                                 {"l", a.l()},
-                                 {"rows", a.rows()}}) {
-    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("attention_backward.", field, " is negative (", v, ")"));
-  }
+  RETURN_IF_ERROR(CheckNotNegative("attention_backward", {{"h", a.h()}, {"kv", a.kv()}, {"hd", a.hd()},
+                                                          {"vd", a.vd()}, {"l", a.l()}, {"rows", a.rows()}}));
   if (!std::isfinite(a.scale()) || a.scale() < 0.0) {
     return absl::InvalidArgumentError(absl::StrCat("attention_backward.scale is ", a.scale(),
                                                    ": a score scale is finite and positive (0: 1 / sqrt(hd))"));

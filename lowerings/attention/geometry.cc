@@ -52,14 +52,8 @@ absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
     return absl::InvalidArgumentError("an attention shape is read from an OpSpec of kind 'attention'");
   }
   const proto::AttentionSpec& a = spec.attention();
-  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"h", a.h()},
-                                 {"kv", a.kv()},
-                                 {"hd", a.hd()},
-                                 {"vd", a.vd()},
-                                 {"l", a.l()},
-                                 {"rows", a.rows()}}) {
-    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("attention.", field, " is negative (", v, ")"));
-  }
+  RETURN_IF_ERROR(CheckNotNegative("attention", {{"h", a.h()}, {"kv", a.kv()}, {"hd", a.hd()}, {"vd", a.vd()},
+                                                 {"l", a.l()}, {"rows", a.rows()}}));
   const int64_t h = a.h(), kv = a.kv(), hd = a.hd(), l = a.l(), t = a.rows();
   if (h == 0 || kv == 0 || hd == 0 || l == 0 || t == 0) {
     return NotLowered("an attention with no heads, no query rows, no head dimension or an empty cache");

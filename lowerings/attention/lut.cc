@@ -208,10 +208,8 @@ absl::StatusOr<LutShape> LutShapeOf(const proto::OpSpec& spec) {
     return absl::InvalidArgumentError("a LUT attention shape is read from an OpSpec of kind 'lut_attention'");
   }
   const proto::LutAttentionSpec& a = spec.lut_attention();
-  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"h", a.h()}, {"kv", a.kv()}, {"hd", a.hd()},
-                                 {"l", a.l()}, {"table_len", a.table_len()}, {"s", a.s()}}) {
-    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("lut_attention.", field, " is negative (", v, ")"));
-  }
+  RETURN_IF_ERROR(CheckNotNegative("lut_attention", {{"h", a.h()}, {"kv", a.kv()}, {"hd", a.hd()}, {"l", a.l()},
+                                                     {"table_len", a.table_len()}, {"s", a.s()}}));
   LutShape s;
   s.h = a.h(), s.kv = a.kv(), s.hd = a.hd(), s.l = a.l(), s.n = a.table_len(), s.m = a.m(), s.s = a.s();
   // The index is an arithmetic shift of an int64 product (as int_requant's): past 62 it has no integer meaning, and

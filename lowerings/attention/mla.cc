@@ -27,15 +27,8 @@ absl::StatusOr<MlaShape> MlaShapeOf(const proto::OpSpec& spec) {
     return absl::InvalidArgumentError("a latent attention's shape is read from an OpSpec of kind 'mla'");
   }
   const proto::MlaSpec& m = spec.mla();
-  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"heads", m.heads()},
-                                 {"nope", m.nope()},
-                                 {"rope", m.rope()},
-                                 {"rank", m.rank()},
-                                 {"vd", m.vd()},
-                                 {"l", m.l()},
-                                 {"rows", m.rows()}}) {
-    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("mla.", field, " is negative (", v, ")"));
-  }
+  RETURN_IF_ERROR(CheckNotNegative("mla", {{"heads", m.heads()}, {"nope", m.nope()}, {"rope", m.rope()},
+                                           {"rank", m.rank()}, {"vd", m.vd()}, {"l", m.l()}, {"rows", m.rows()}}));
   if (!std::isfinite(m.scale())) {
     return absl::InvalidArgumentError(absl::StrCat("mla.scale is ", m.scale(), ": a score scale is finite (0: "
                                                    "1 / sqrt(nope + rope))"));

@@ -16,9 +16,7 @@ namespace {
 
 // The seed's checks on the spec: a negative size is a malformed spec; no taps or no channels is the seed's refusal.
 absl::Status CheckConvSpec(const proto::CausalConvSpec& c) {
-  for (auto [field, v] : {std::pair<const char*, int64_t>{"taps", c.taps()}, {"chan", c.chan()}, {"rows", c.rows()}}) {
-    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("causal_conv.", field, " is negative (", v, ")"));
-  }
+  RETURN_IF_ERROR(CheckNotNegative("causal_conv", {{"taps", c.taps()}, {"chan", c.chan()}, {"rows", c.rows()}}));
   if (c.taps() == 0 || c.chan() == 0) return NotLowered("a causal conv with no taps or no channels");
   return absl::OkStatus();
 }

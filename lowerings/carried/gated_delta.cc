@@ -55,10 +55,8 @@ absl::StatusOr<Composition> Paged(const std::function<absl::StatusOr<Composition
 namespace {
 
 absl::Status CheckSpec(const proto::GatedDeltaSpec& g) {
-  for (auto [field, v] : {std::pair<const char*, int64_t>{"hv", g.hv()}, {"hk", g.hk()}, {"d", g.d()},
-                          {"rows", g.rows()}}) {
-    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("gated_delta.", field, " is negative (", v, ")"));
-  }
+  RETURN_IF_ERROR(CheckNotNegative("gated_delta", {{"hv", g.hv()}, {"hk", g.hk()}, {"d", g.d()},
+                                                   {"rows", g.rows()}}));
   if (g.hv() == 0 || g.hk() == 0 || g.d() == 0 || g.rows() == 0) {
     return NotLowered("a gated delta step with no heads, no head dimension or no rows");
   }

@@ -222,6 +222,16 @@ absl::StatusOr<std::vector<OperandRef>> OperandsOf(const proto::OpSpec& spec, st
   return ops;
 }
 
+absl::Status CheckNotNegative(std::string_view kind, std::initializer_list<SizeField> fields) {
+  for (const SizeField& f : fields) {
+    if (f.value < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(kind), ".", f.name, " is negative (", f.value, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckElements(std::string_view kind, std::string_view field, int64_t value) {
   if (value < 0) {
     return absl::InvalidArgumentError(

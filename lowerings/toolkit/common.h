@@ -5,6 +5,7 @@
 #define LOWERINGS_TOOLKIT_COMMON_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -97,6 +98,14 @@ absl::StatusOr<std::vector<OperandRef>> OperandsOf(const proto::OpSpec& spec, st
 // A size field of a spec: negative is InvalidArgument "{kind}.{field} is negative (-3)"; zero is the refusal
 // "NotLowered: a {kind} of an empty tensor" ("an" before a vowel).
 absl::Status CheckElements(std::string_view kind, std::string_view field, int64_t value);
+
+// A spec's sizes that may be zero but not negative: the first negative one is InvalidArgument
+// "{kind}.{field} is negative (-3)", the message CheckElements gives.
+struct SizeField {
+  const char* name;
+  int64_t value;
+};
+absl::Status CheckNotNegative(std::string_view kind, std::initializer_list<SizeField> fields);
 
 // ── Wiring ──
 // Each hand-off's edge goes to its FIRST reader (seed l.8638): for every buffer a stage writes, an edge to the first
