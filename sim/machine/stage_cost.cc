@@ -88,6 +88,20 @@ BodyCounts CountBody(const Body& body) {
         break;
       case BodyOp::kUnary:
         c.unary.push_back(n->sfpu);
+        // ★ THE FAST EXP TAKES ITS SCALE FOR FREE: e^(c * x) by the fast exp folds c into Schraudolph's constant
+        // (tt-llk _init_exponential_<.., FAST_APPROX, scale>: A_scaled = A * scale), so a constant factor directly
+        // under it costs nothing — tt-metal's SDPA computes its probabilities so (exp_tile_init<true, true,
+        // scale_fp32>). The other exps multiply on the datapath (SCALE_EN: one more instruction a row).
+        if (n->sfpu.op == SfpuOp::kExpFast && n->a.defined() && n->a->op == BodyOp::kMul) {
+          const BodyNode* m = n->a.get();
+          const bool const_a = m->a.defined() && m->a->op == BodyOp::kConst;
+          const bool const_b = m->b.defined() && m->b->op == BodyOp::kConst;
+          if ((const_a || const_b) && seen.insert(m).second) {
+            const Body& x = const_b ? m->a : m->b;
+            if (x.defined()) stack.push_back({x.get(), true});
+            continue;
+          }
+        }
         break;
       case BodyOp::kOperand:
       case BodyOp::kConst:

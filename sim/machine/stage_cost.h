@@ -11,7 +11,8 @@
 //    Add/Sub/Mul/Min/Max (a Mul costs one pass per fidelity phase; a body with no arithmetic is a datacopy at
 //    the add cost), otherwise the SFPU: each Unary at costs.sfpu for its kind and the target's approx mode
 //    (ExpAccurate at EXP's non-approx cost, ExpFast at its approx cost), every other op at sfpu_op_per_tile but the
-//    Add/Sub/Mul inside a transform's argument, which the FPU computes into Dst first (its eltwise costs); an
+//    Add/Sub/Mul inside a transform's argument, which the FPU computes into Dst first (its eltwise costs), and a
+//    constant factor directly under the fast exp, which it folds into its own constant (free); an
 //    elementwise SFPU stage is charged only the faces (tile quarters) its output touches (VectorMode::C for a column
 //    of per-row values). A reduction adds one FPU pass per work tile (reductions run on the FPU).
 //    A CONTRACTION — ROW x COL outputs, K reduced by Sum, the body a product of a (ROW, K) and a (K, COL) operand

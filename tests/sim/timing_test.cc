@@ -90,6 +90,36 @@ TEST(Timing, SfpuSkipsFacesWithoutOutput) {
   EXPECT_DOUBLE_EQ(sfpu_of(HeadSpace(32, 32, IterKind::kReduceMax), PerRowMap(32)), tile);
 }
 
+// The fast exp folds a constant factor of its argument into its own constant (tt-llk _init_exponential_ with a scale:
+// A * scale), so e^(c * (x - m)) costs what e^(x - m) does: the subtraction on the FPU, the exp on the SFPU. Any
+// other exp, or a factor that is not a constant, multiplies on the FPU first (one eltwise pass a fidelity phase).
+TEST(Timing, TheFastExpTakesAConstantScaleForFree) {
+  const Target target = WormholeLike(1, 1);
+  auto cost_of = [&](Body body) {
+    Template t(32, 32);
+    const BufferId x = t.AddScratchDeep("x", 1, 1, Precision::kFp32);
+    const BufferId m = t.AddScratchDeep("m", 1, 1, Precision::kFp32);
+    const BufferId res = t.AddScratchDeep("res", 1, 1, Precision::kFp32);
+    t.AddGeneric("fill_x", HeadSpace(32, 32), {}, {}, IdentMap(32), Const(0.0), x);
+    t.AddGeneric("fill_m", HeadSpace(32, 32), {}, {}, IdentMap(32), Const(0.0), m);
+    t.AddGeneric("exp", HeadSpace(32, 32), {x, m}, {IdentMap(32), IdentMap(32)}, IdentMap(32), std::move(body), res);
+    const Section s = t.Finish("scale", {WorkItem{}}, Precision::kFp32, NumericsClaim::Approx("exp"));
+    absl::StatusOr<MachineParams> p = DeriveParams(target);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return CostOf(s, s.stages[2], target, *p).compute;
+  };
+  const ComputeCost plain = cost_of(Unary(SfpuKind::ExpFast(), Sub(Op(0), Op(1))));
+  const ComputeCost scaled = cost_of(Unary(SfpuKind::ExpFast(), Mul(Sub(Op(0), Op(1)), Const(0.125))));
+  EXPECT_GT(plain.fpu, 0.0);  // the subtraction
+  EXPECT_DOUBLE_EQ(scaled.fpu, plain.fpu);
+  EXPECT_DOUBLE_EQ(scaled.sfpu, plain.sfpu);
+  // The accurate exp, or a factor read from an operand, pays the multiply on the FPU.
+  EXPECT_GT(cost_of(Unary(SfpuKind::Exp(), Mul(Sub(Op(0), Op(1)), Const(0.125)))).fpu,
+            cost_of(Unary(SfpuKind::Exp(), Sub(Op(0), Op(1)))).fpu);
+  EXPECT_GT(cost_of(Unary(SfpuKind::ExpFast(), Mul(Op(0), Op(1)))).fpu,
+            cost_of(Unary(SfpuKind::ExpFast(), Op(0))).fpu);
+}
+
 TEST(Timing, DramBoundCopyMovesBytesAtTheSustainedBandwidth) {
   const int64_t items = 64 * 16, w = 4;
   const proto::SimReport r = TimeOnly(Copy(items, w), WormholeLike(8, 8));
