@@ -80,7 +80,7 @@ ElemAccess StatMap(int64_t cols, int64_t tile_cols) {
 }
 
 void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t items, Precision precision,
-                     BufferId m_run, BufferId s_run, LoopVar sink_item, int64_t cols) {
+                     BufferId m_run, BufferId s_run, LoopVar sink_item, int64_t cols, double scale) {
   const int64_t tr = t.tile_rows();
   const int64_t tw = t.tile_cols();
   // The whole page at once for one query tile (the fold's form), the (row, query tile) points for several.
@@ -94,7 +94,8 @@ void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t it
     const BufferId sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
     t.AddLoadBlockAt("load_sinks", sinks_t, 0, {{sink_item, 1}}, {}, sk_in);
     // Row r's sink is element r of the item's tile.
-    t.AddGeneric("init_max", space, {sk_in}, {Terms({{LoopVar::kRow, 1}})}, at, Op(0), m_run);
+    t.AddGeneric("init_max", space, {sk_in}, {Terms({{LoopVar::kRow, 1}})}, at,
+                 scale == 1.0 ? Op(0) : Mul(Op(0), Const(1.0 / scale)), m_run);
   }
   t.AddGeneric("init_sum", space, {}, {}, at, Const(sinks ? 1.0 : 0.0), s_run);
 }
@@ -133,23 +134,26 @@ void MulticastSharedPrologue(Template& t, LoopVar axis) {
 }
 
 std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler,
-                                           int64_t cols) {
+                                           int64_t cols, double scale, std::string_view suffix) {
+  const std::string sfx(suffix);  // absl::StrCat here takes no string_view
   const int64_t tr = t.tile_rows();
   const int64_t w1 = t.tile_cols();
   const ElemAccess stat = StatMap(cols, w1);
   // m'[r] = max(m[r], m_in[r]), the NaN-ignoring pool over the pair (K picks which, for several query tiles).
-  const BufferId m_new = t.AddScratchDeep("new_max", 1, 1, Precision::kFp32);
+  const BufferId m_new = t.AddScratchDeep(absl::StrCat("new_max", sfx), 1, 1, Precision::kFp32);
   const LoopVar pair = cols == 1 ? LoopVar::kCol : LoopVar::kK;
   std::vector<IterSpec> pool{{LoopVar::kRow, tr, IterKind::kParallel}};
   if (cols > 1) pool.push_back({LoopVar::kCol, cols, IterKind::kParallel});
   pool.push_back({pair, 2, IterKind::kReduceMax});
-  t.AddGeneric("new_max", pool, {m_run, m_in, scaler}, {stat, stat, ConstMap()}, stat,
+  t.AddGeneric(absl::StrCat("new_max", sfx), pool, {m_run, m_in, scaler}, {stat, stat, ConstMap()}, stat,
                Select(Pred::Lt(pair, 1), Op(0), Op(1)), m_new);
-  // a[r] = e^(m[r] - m'[r]), by the target's ACCURATE exp whatever its approx mode (as tt-metal's rescale): the
-  // fast exp has e^0 != 1 (0.9785 for Schraudolph), which would shrink the earlier blocks once per block.
-  const BufferId alpha = t.AddScratchDeep("rescale", 1, 1, Precision::kFp32);
-  t.AddGeneric("rescale", HeadSpace(tr, cols), {m_run, m_new}, {stat, stat}, cols == 1 ? IdentMap(w1) : stat,
-               Unary(SfpuKind::ExpAccurate(), Sub(Op(0), Op(1))), alpha);
+  // a[r] = e^(scale * (m[r] - m'[r])), by the target's ACCURATE exp whatever its approx mode (as tt-metal's
+  // rescale): the fast exp has e^0 != 1 (0.9785 for Schraudolph), which would shrink the earlier blocks once per block.
+  const Body gap = Sub(Op(0), Op(1));
+  const BufferId alpha = t.AddScratchDeep(absl::StrCat("rescale", sfx), 1, 1, Precision::kFp32);
+  t.AddGeneric(absl::StrCat("rescale", sfx), HeadSpace(tr, cols), {m_run, m_new}, {stat, stat},
+               cols == 1 ? IdentMap(w1) : stat,
+               Unary(SfpuKind::ExpAccurate(), scale == 1.0 ? gap : Mul(gap, Const(scale))), alpha);
   return {m_new, alpha};
 }
 

@@ -67,9 +67,11 @@ ElemAccess StatMap(int64_t cols, int64_t tile_cols);
 
 // The running softmax's first state, the fold's and the split combine's alike: "init_max" (MASKED, or with `sinks`
 // row r's sink, element r of the item's tile of "{out}__flash_sinks", 1 x items*tile, the tile the item's
-// coordinate `sink_item` picks) and "init_sum" (0, or 1), in StatMap(cols) layout.
+// coordinate `sink_item` picks) and "init_sum" (0, or 1), in StatMap(cols) layout. `scale`: the maximum is kept in
+// the units of scores the fold multiplies by `scale` later (the prefill fold), so a sink starts as sink / scale.
 void AddSoftmaxStart(Template& t, const std::string& out, bool sinks, int64_t items, Precision precision,
-                     BufferId m_run, BufferId s_run, LoopVar sink_item = LoopVar::kItemY, int64_t cols = 1);
+                     BufferId m_run, BufferId s_run, LoopVar sink_item = LoopVar::kItemY, int64_t cols = 1,
+                     double scale = 1.0);
 
 // The fold's operand tensors, dense: Q (fi.rows x per_row*hd), K (g.rows x kvw*hd) and — unless latent, whose values
 // are its keys' — V (g.rows x kvw*vd), at `precision`, each with its spec's fill; the prefill fold's alike.
@@ -89,9 +91,11 @@ void MulticastSharedPrologue(Template& t, LoopVar axis);
 
 // The running maximum's update, the fold's and the split combine's (flash_split.h) alike: stages "new_max"
 // (m' = max(m_run, m_in) per row, the NaN-ignoring pool; `scaler` the reduce engine's ones tile) and "rescale"
-// (a = e^(m_run - m'), the accurate exp), into fp32 scratch, each in StatMap(cols) layout. Returns (m', a).
+// (a = e^(scale * (m_run - m')), the accurate exp), into fp32 scratch, each in StatMap(cols) layout. Returns (m', a).
+// `scale` is 1 where the maximum is of scaled scores, the score scale where it is of raw ones (the prefill fold).
+// `sfx` ends its stages' and buffers' names (an unrolled block of the prefill fold has its own).
 std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler,
-                                           int64_t cols = 1);
+                                           int64_t cols = 1, double scale = 1.0, std::string_view sfx = "");
 
 // ★ TWO PAGES WHERE THEY FIT, ONE WHERE THEY DO NOT (l.5329): the two-page fold when its site footprint fits the
 // target's local memory, else the one-page fold (which computes the same values).

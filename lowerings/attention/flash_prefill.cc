@@ -45,7 +45,22 @@ struct Range {
   int64_t first = 0;  // chunks [first, last)
   int64_t last = 0;
   int64_t blocks = 1;
+  int64_t edges = 0;  // the last blocks, masked, each at its own literal start; the blocks before them unmasked
 };
+
+// At most this many edge blocks are unrolled after the fold (each is a copy of the block's chain).
+constexpr int64_t kMaxEdges = 4;
+
+// The blocks at the end of range `r` some row of it sees only in part, when they can run unrolled after unmasked
+// ones: the range's first row sees `whole` blocks entirely (every later row sees more), the rest are the edges.
+// 0 — every block masked, the start carried — when nothing is masked, no block is whole or the edges are too many.
+int64_t EdgeBlocks(const FlashGeometry& g, const Chunking& ch, const Range& r, int64_t tr) {
+  if (!g.limit && g.l % tr == 0) return 0;
+  const int64_t first_limit = g.limit ? g.limit->value + r.first * ch.qc * tr : g.l;
+  const int64_t whole = std::min(r.blocks, first_limit / (ch.kb * tr));
+  const int64_t edges = r.blocks - whole;
+  return whole >= 1 && edges >= 1 && edges <= kMaxEdges ? edges : 0;
+}
 
 Body Scaled(Body x, double scale) { return scale == 1.0 ? x : Mul(x, Const(scale)); }
 
@@ -62,7 +77,8 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const int64_t out_width_t = fi.per_row * v_t;
   auto part = [nv](const std::string& name, int64_t j) { return nv == 1 ? name : absl::StrCat(name, j); };
   const int64_t blocks = range.blocks;
-  const bool fold = blocks > 1;
+  const int64_t lead = blocks - range.edges;  // the blocks the fold runs (all of them without edges)
+  const bool fold = lead > 1;
   const Phase body_phase = fold ? Phase::kBody : Phase::kPrologue;
   const Phase epilogue_phase = fold ? Phase::kEpilogue : Phase::kPrologue;
   ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
@@ -120,14 +136,20 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     t.AddLoadBlockAt(absl::StrCat("load_kv_", stream), kv_t, 0, {{LoopVar::kItemX, 1}}, {}, b);
     return b;
   };
-  const BufferId kv_k = kv_index("k");
-  std::vector<BufferId> kv_vs;
-  for (int64_t j = 0; j < nv; ++j) kv_vs.push_back(kv_index(part("v", j)));
+  // Each block chain's loads read their own index pages: chain 0 the fold's, chain 1 + e edge e's.
+  auto chain_suffix = [](int64_t chain) { return chain == 0 ? std::string() : absl::StrCat("_edge", chain - 1); };
+  std::vector<BufferId> kv_k;
+  std::vector<std::vector<BufferId>> kv_vs(static_cast<size_t>(range.edges + 1));
+  for (int64_t chain = 0; chain <= range.edges; ++chain) {
+    const std::string sfx = chain_suffix(chain);
+    kv_k.push_back(kv_index(absl::StrCat("k", sfx)));
+    for (int64_t j = 0; j < nv; ++j) kv_vs[chain].push_back(kv_index(absl::StrCat(part("v", j), sfx)));
+  }
   // Row r of the chunk's query tile i sees the positions below P + (y * qc + i) * tile + r (or all l of them):
   // (y * qc + i) * tile from a table of one tile per chunk, r from a tile holding r in row r.
   FoldMask mask;
   mask.masked = masked;
-  mask.counted = masked && fold;
+  mask.counted = masked && fold && range.edges == 0;
   if (masked) {
     const BufferId row_lim = t.AddScratchDeep("row_limit", 1, 1, ix);
     if (!g.limit) {
@@ -153,18 +175,21 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
                    stat, Add(Add(Const(static_cast<double>(g.limit->value)), Op(0)), Op(1)), row_lim);
     }
     mask.row_limit = row_lim;
-    if (fold) {
+    if (mask.counted) {
       const BufferId start = t.AddScratchDeep("block_start", 2, 1, ix);
       t.AddGeneric("init_start", FlatSpace(1), {}, {}, IdentMap(w1), Const(0.0), start);
       mask.start = start;
     }
   }
+  // The softmax's scale, 1 when capped (the cap takes the scaled scores).
+  const double scale = g.cap ? 1.0 : g.scale;
   const BufferId m_run = t.AddScratchDeep("run_max", 2, 1, acc);
   const BufferId s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
   std::vector<BufferId> o_runs;
   for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, qc * vt, acc));
   // The sinks' spread holds head h's sink in every row of tile h: item (y, x) reads tile x.
-  AddSoftmaxStart(t, names.out, g.sinks.has_value(), fi.items, precision, m_run, s_run, LoopVar::kItemX, qc);
+  AddSoftmaxStart(t, names.out, g.sinks.has_value(), fi.items, precision, m_run, s_run, LoopVar::kItemX, qc,
+                  scale);
   for (int64_t j = 0; j < nv; ++j) {
     t.AddGeneric(part("init_out", j), HeadSpace(tr, wd), {}, {}, IdentMap(wd), Const(0.0), o_runs[j]);
   }
@@ -172,80 +197,105 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // ── The body, once per block: block b of K/V head v is tile rows [b*kb, (b+1)*kb) of the cache from tile
   // v * head_t, the same block for every chunk of the head (multicast along ITEM_Y).
   t.SetPhase(body_phase);
-  if (fold) t.Fold(blocks);
+  if (fold) t.Fold(lead);
   const BufferId k_in = t.AddBufferDeep("in_k", 2, kb * head_t, precision);
   std::vector<BufferId> v_ins;
   for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), 2, kb * vt, precision));
-  auto cache_block = [&](const std::string& name, TensorId tensor, BufferId index, int64_t base, int64_t cols,
-                         int64_t head, int64_t stride, BufferId into) {
-    std::vector<Term> steps;
-    if (fold) steps.push_back({LoopVar::kKBlock, kb * stride});
-    const StageId load = t.AddLoadPattern(
-        name, tensor,
-        AccessPattern{TileAddr{base, std::move(steps), IndirectTile{index, head, 0, g.kvw - 1}}, kb, cols, 1, stride},
-        into);
-    t.SetMulticast(load, LoopVar::kItemY);
-  };
-  cache_block("load_k", k, kv_k, 0, head_t, head_t, g.kvw * head_t, k_in);
-  for (int64_t j = 0; j < nv; ++j) {
-    cache_block(part("load_v", j), v, kv_vs[j], j * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
-  }
-  // Each (row, query tile)'s limit in the block's own positions: its limit less the block's start.
-  if (mask.start) {
-    mask.lim = AddBlockBound(t, "block_limit", *mask.row_limit, *mask.start, blocks * wb, qc, ix);
-  } else {
-    mask.lim = mask.row_limit;
-  }
-
-  // S = Q · K^T: the chunk's qc x head_t query tiles against the block's kb x head_t key tiles, qc x kb score tiles.
-  const BufferId s_buf = t.AddScratchDeep("scores", 1, qc * kb, acc);
-  t.AddMatmul("scores", MatmulTiles{.m_tiles = qc, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true}, q_in,
-              k_in, s_buf);
-  // The scaled score, and — capped — the cap of it before the mask, as the fold takes it.
-  BufferId scored = s_buf;
-  double scale = g.scale;
-  if (g.cap) {
-    scored = t.AddScratchDeep("capped_scores", 1, qc * kb, acc);
-    t.AddGeneric("score_cap", HeadSpace(tr, wq), {s_buf}, {IdentMap(wq)}, IdentMap(wq),
-                 Capped(Mul(Op(0), Const(g.scale)), *g.cap), scored);
-    scale = 1.0;
-  }
+  const BufferId s_buf = t.AddScratchDeep("scores", 1, qc * kb, mat);
+  const BufferId capped = g.cap ? t.AddScratchDeep("capped_scores", 1, qc * kb, mat) : s_buf;
   const BufferId m_blk = t.AddScratchDeep("block_max", 1, 1, acc);
-  {
-    std::vector<BufferId> ins{scored, sc_in};
-    std::vector<ElemAccess> maps{score_at, ConstMap()};
-    AddLimitSlots(mask, ins, maps, stat);
-    t.AddGeneric("block_max", per_score_pool(IterKind::kReduceMax), ins, maps, stat,
-                 Live(mask, LoopVar::kK, Scaled(Op(0), scale), Const(kMasked), 2), m_blk);
-  }
-  const auto [m_new, alpha] = AddMaxUpdate(t, m_run, m_blk, sc_in, qc);
-  // P = e^(scale*S - m') where live, exactly 0 where masked, packed for the value product.
   const BufferId p_buf = t.AddScratchDeep("probs", 1, qc * kb, mat);
-  {
-    std::vector<BufferId> ins{scored, m_new};
-    std::vector<ElemAccess> maps{score_at, stat};
-    AddLimitSlots(mask, ins, maps, stat);
-    t.AddGeneric("probs", per_score, ins, maps, score_at,
-                 Live(mask, LoopVar::kK, Unary(g.probs_exp, Sub(Scaled(Op(0), scale), Op(1))), Const(0.0), 2), p_buf);
-  }
-  // The sum of the probabilities the value product weighs, as packed.
   const BufferId l_blk = t.AddScratchDeep("block_sum", 1, 1, acc);
-  t.AddGeneric("block_sum", per_score_pool(IterKind::kReduceSum), {p_buf, sc_in}, {score_at, ConstMap()}, stat, Op(0),
-               l_blk);
-  // O' = a * O + P · V, a value page at a time, as tt-metal's SDPA folds it: the running output is scaled in place,
-  // then the chunk's qc x kb probability tiles against the block's kb x vt value tiles accumulate onto it, the packer
-  // adding each Dst sub-block into the page (packer L1 accumulation, the plan's pack_accumulate: no reload).
-  for (int64_t j = 0; j < nv; ++j) {
-    t.AddGeneric(part("rescale_out", j), per_value, {o_runs[j], alpha}, {value_at, stat}, value_at,
-                 Mul(Op(0), Op(1)), o_runs[j]);
-    t.AddMatmul(part("block_out", j),
-                MatmulTiles{.m_tiles = qc, .n_tiles = vt, .k_tiles = kb, .accumulate = true}, p_buf, v_ins[j],
-                o_runs[j]);
-  }
-  t.AddGeneric("fold_sum", HeadSpace(tr, qc), {s_run, alpha, l_blk}, {stat, stat, stat}, stat,
-               Add(Mul(Op(0), Op(1)), Op(2)), s_run);
-  t.AddGeneric("fold_max", HeadSpace(tr, qc), {m_run, m_new}, {stat, stat}, stat, Op(1), m_run);
+  // One block's chain, its stages named with `sfx`: the fold's block (the K/V loads step on the fold; masked with
+  // the carried start when the fold takes every block) or — `at` — an edge block at its literal block index.
+  auto add_block = [&](int64_t chain, std::optional<int64_t> at, const FoldMask& mk) {
+    const std::string sfx = chain_suffix(chain);
+    auto nm = [&sfx](const std::string& n) { return absl::StrCat(n, sfx); };
+    auto cache_block = [&](const std::string& name, TensorId tensor, BufferId index, int64_t base, int64_t cols,
+                           int64_t head, int64_t stride, BufferId into) {
+      std::vector<Term> steps;
+      if (!at && fold) steps.push_back({LoopVar::kKBlock, kb * stride});
+      const int64_t origin = base + (at ? *at * kb * stride : 0);
+      const StageId load = t.AddLoadPattern(
+          nm(name), tensor,
+          AccessPattern{TileAddr{origin, std::move(steps), IndirectTile{index, head, 0, g.kvw - 1}}, kb, cols, 1,
+                        stride},
+          into);
+      t.SetMulticast(load, LoopVar::kItemY);
+    };
+    cache_block("load_k", k, kv_k[chain], 0, head_t, head_t, g.kvw * head_t, k_in);
+    for (int64_t j = 0; j < nv; ++j) {
+      cache_block(part("load_v", j), v, kv_vs[chain][j], j * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
+    }
+    // Each (row, query tile)'s limit in the block's own positions: its limit less the block's start (carried, or
+    // the edge's literal one).
+    FoldMask m = mk;
+    if (m.row_limit && at) {
+      const BufferId lim = t.AddScratchDeep(nm("block_limit"), 1, 1, ix);
+      t.AddGeneric(nm("block_limit"), HeadSpace(tr, qc), {*m.row_limit}, {stat}, stat,
+                   Sub(Op(0), Const(static_cast<double>(*at * wb))), lim);
+      m.lim = lim;
+    } else if (m.start) {
+      m.lim = AddBlockBound(t, nm("block_limit"), *m.row_limit, *m.start, blocks * wb, qc, ix);
+    } else {
+      m.lim = m.row_limit;
+    }
+    // S = Q · K^T: the chunk's qc x head_t query tiles against the block's kb x head_t key tiles, qc x kb score
+    // tiles, packed to the datapath's format as tt-metal's SDPA packs them (sdpa_program_factory.cpp: im_df =
+    // Float16_b for cb_qk_im, "need to disable fp32 cbs"); the softmax's running state stays fp32.
+    t.AddMatmul(nm("scores"), MatmulTiles{.m_tiles = qc, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true}, q_in,
+                k_in, s_buf);
+    // ★ THE MAXIMUM OF THE RAW SCORES, THE SCALE IN THE EXP. With scale > 0 the maximum's position is the scaled
+    // one's, so the running maximum is kept in the scores' own units and the scale rides the exponent: P =
+    // e^(scale * (S - m')) and a = e^(scale * (m - m')), as tt-metal's sub_exp_block_bcast_cols_inplace (exp_tile
+    // with its scale). Capped, the cap of the scaled score is taken first and the scale is then 1.
+    if (g.cap) {
+      t.AddGeneric(nm("score_cap"), HeadSpace(tr, wq), {s_buf}, {IdentMap(wq)}, IdentMap(wq),
+                   Capped(Mul(Op(0), Const(g.scale)), *g.cap), capped);
+    }
+    // ★ THE MASK ONCE A BLOCK, ONLY WHERE A ROW CAN END: a masked position's score becomes MASKED in place (tt-metal
+    // adds its -inf mask tile to the scores), so the maximum is a plain pool and e^(scale * (MASKED - m')) is exactly
+    // 0 in the probabilities. Every row sees position 0 of the first block (a limit of at least 1:
+    // PrefillFoldApplies), so m' is a live score from the first block on.
+    if (m.lim) {
+      std::vector<BufferId> ins{capped};
+      std::vector<ElemAccess> maps{score_at};
+      AddLimitSlots(m, ins, maps, stat);
+      t.AddGeneric(nm("mask_scores"), per_score, ins, maps, score_at, Live(m, LoopVar::kK, Op(0), Const(kMasked), 1),
+                   capped);
+    }
+    t.AddGeneric(nm("block_max"), per_score_pool(IterKind::kReduceMax), {capped, sc_in}, {score_at, ConstMap()}, stat,
+                 Op(0), m_blk);
+    const auto [m_new, alpha] = AddMaxUpdate(t, m_run, m_blk, sc_in, qc, scale, sfx);
+    // P = e^(scale * (S - m')), packed for the value product.
+    t.AddGeneric(nm("probs"), per_score, {capped, m_new}, {score_at, stat}, score_at,
+                 Unary(g.probs_exp, Scaled(Sub(Op(0), Op(1)), scale)), p_buf);
+    // The sum of the probabilities the value product weighs, as packed.
+    t.AddGeneric(nm("block_sum"), per_score_pool(IterKind::kReduceSum), {p_buf, sc_in}, {score_at, ConstMap()}, stat,
+                 Op(0), l_blk);
+    // O' = a * O + P · V, a value page at a time, as tt-metal's SDPA folds it: the running output is scaled in
+    // place, then the chunk's qc x kb probability tiles against the block's kb x vt value tiles accumulate onto it,
+    // the packer adding each Dst sub-block into the page (packer L1 accumulation, the plan's pack_accumulate).
+    for (int64_t j = 0; j < nv; ++j) {
+      t.AddGeneric(nm(part("rescale_out", j)), per_value, {o_runs[j], alpha}, {value_at, stat}, value_at,
+                   Mul(Op(0), Op(1)), o_runs[j]);
+      t.AddMatmul(nm(part("block_out", j)),
+                  MatmulTiles{.m_tiles = qc, .n_tiles = vt, .k_tiles = kb, .accumulate = true}, p_buf, v_ins[j],
+                  o_runs[j]);
+    }
+    t.AddGeneric(nm("fold_sum"), HeadSpace(tr, qc), {s_run, alpha, l_blk}, {stat, stat, stat}, stat,
+                 Add(Mul(Op(0), Op(1)), Op(2)), s_run);
+    t.AddGeneric(nm("fold_max"), HeadSpace(tr, qc), {m_run, m_new}, {stat, stat}, stat, Op(1), m_run);
+  };
+  // ★ THE MASK ONLY ON THE EDGE. A range's first rows see its first `lead` blocks whole, so those fold unmasked and
+  // the `edges` blocks after them — where some row's limit falls — run each once, masked, at their literal starts
+  // (tt-metal masks only its diagonal chunks). Without edges every block is masked with the carried start.
+  FoldMask lead_mask = mask;
+  if (range.edges > 0) lead_mask = FoldMask{};
+  add_block(0, std::nullopt, lead_mask);
   AddNextStart(t, mask, blocks * kb, kb * tr);
+  if (range.edges > 0) t.SetPhase(epilogue_phase);
+  for (int64_t e = 0; e < range.edges; ++e) add_block(1 + e, lead + e, mask);
 
   // ── The epilogue, once per item: O / s into the chunk's tiles of the dense result. The reciprocal is taken once
   // a row, on the sums' column (tt-metal's recip_block_inplace on the statistics), and the output scaled by it on
@@ -349,6 +399,7 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
       const int64_t last_row = std::min(r.last * ch.qc * tr, g.q.rows) - 1;
       const int64_t limit = g.limit ? g.limit->value + last_row : g.l;
       r.blocks = CeilDiv(limit, ch.kb * tr);
+      r.edges = EdgeBlocks(g, ch, r, tr);
       ASSIGN_OR_RETURN(Composition s, PrefillSection(names, g, tag, target, ch, r));
       fits = FitSectionToSite(s.sections[0], target) &&
              !ExceedsCircularBuffers(s.sections[0], target.proto().num_cbs());

@@ -6,8 +6,9 @@
 // rescale e^(m - m'), the sum's update — runs once per qc x kb score tiles, and a block's K/V crosses the NoC once
 // for qc query tiles. The two contractions are the matrix engine's tile products (MatmulTiles): S = Q · K^T with
 // K's block as B transposed, and P · V with P packed to the datapath (tt-metal packs P to bf16), accumulated onto
-// the running output after it is scaled in place (the packer's L1 accumulation). The scale rides the softmax:
-// P = e^(scale*S - m') with m' the running maximum of the scaled scores (scale > 0 keeps the maximum's position).
+// the running output after it is scaled in place (the packer's L1 accumulation). The scores are packed to the
+// datapath's format, masked once in place, and pooled for the maximum of the raw scores; the scale rides the exp:
+// P = e^(scale * (S - m')) (scale > 0 keeps the maximum's position), as tt-metal's SDPA computes it.
 // The probabilities and the output are elementwise pages, which stream through Dst (DstPolicy::kStreamed).
 //
 // ★ ONE K/V STREAM FOR A HEAD'S CHUNKS. Every chunk of head x reads the same block b of its K/V head (kv_of(x), read
@@ -17,7 +18,9 @@
 // ★ CAUSAL TRIPS BY QUERY RANGE. A chunk sees only the blocks below its last row's limit. The chunks are cut into
 // ranges, one section each; a section folds exactly the blocks its last row can see (a literal count), so the
 // prefill does little more than half the work of folding every block for every chunk. Sections write disjoint tiles
-// of the result.
+// of the result. The blocks every row of a range sees whole fold unmasked; the few after them where some row's limit
+// falls (its edges, at most 4) run once each after the fold, masked at their literal starts — tt-metal masks only
+// its diagonal chunks. A range whose first rows see no whole block masks every block, its start carried.
 //
 // ★ WHERE IT APPLIES. A block of query rows (T > 1) that is not regrouped, split, latent or a value part, whose
 // bound is literal (or absent) and without a window; and — since the value product reads every position of its block
@@ -42,7 +45,8 @@ namespace spatial {
 bool PrefillFoldApplies(const FlashGeometry& g, const Target& target);
 
 // The prefill fold of `g`: sections "{tag}_flash_prefill_{items}x{hd}[_v{vd}]_l{l}_q{qc}_kb{kb}_c{first}to{last}",
-// one per range of chunks, each an item per (chunk, head) folding ceil(limit / (kb * tile)) blocks of kb tile rows.
+// one per range of chunks, each an item per (chunk, head) computing ceil(limit / (kb * tile)) blocks of kb tile rows
+// (the fold's, then the edges' stages "..._edge{e}").
 // Operands and result as flash_fold.h's (with sinks it reads "{out}__flash_sinks", which flash.h spreads). The
 // chunking keeps the grid busy first, then takes the most score tiles a block (at most 8 x 16 tiles, chunks dividing
 // the query tiles and blocks the cache's tile rows) that fits a site. NotLowered when PrefillFoldApplies is false or

@@ -32,9 +32,20 @@ int64_t NameField(const Section& s, const std::string& field) {
 int64_t ChunkTilesOf(const Section& s) { return NameField(s, "_q"); }
 int64_t BlockTilesOf(const Section& s) { return NameField(s, "_kb"); }
 
-// Every section folds exactly the blocks its last query row sees, its K/V loads are multicast along ITEM_Y (the
+// The edge blocks a section runs unrolled after its fold ("scores_edge{e}").
+int64_t EdgesOf(const Section& s) {
+  int64_t edges = 0;
+  for (const Stage& st : s.stages) edges += absl::StartsWith(st.name, "scores_edge") ? 1 : 0;
+  return edges;
+}
+
+// The blocks a section computes: the fold's (or its one block) and the edges.
+int64_t BlocksOf(const Section& s) { return (s.has_fold() ? s.num_blocks : 1) + EdgesOf(s); }
+
+// Every section computes exactly the blocks its last query row sees, its K/V loads are multicast along ITEM_Y (the
 // chunks of a head), its items are (chunk, head) pairs, and together the sections cover every query tile of every
-// head once.
+// head once. With edges, the fold's blocks are unmasked (every row of the range sees them whole) and each edge is
+// masked; without, the fold masks every block.
 void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target& t) {
   const std::vector<const Section*> secs = PrefillSections(comp);
   ASSERT_FALSE(secs.empty()) << "no prefill section in " << comp.name;
@@ -61,12 +72,21 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     const int64_t last_row = std::min((last_qt + 1) * tr, c.rows) - 1;
     const int64_t limit = c.pos == Pos::kLiteral ? c.p + last_row : c.l;
     const int64_t blocks = CeilDiv(limit, kb * tr);
-    EXPECT_EQ(blocks > 1 ? s->num_blocks : 1, blocks);
+    EXPECT_EQ(BlocksOf(*s), blocks);
     EXPECT_FALSE(s->trip.has_value());
+    const int64_t edges = EdgesOf(*s);
+    if (edges > 0) {
+      const int64_t first_limit = c.pos == Pos::kLiteral ? c.p + s->items.front().y * qc * tr : c.l;
+      EXPECT_EQ(first_limit / (kb * tr), blocks - edges) << "the fold takes exactly the blocks every row sees whole";
+      EXPECT_LT(s->FindStage("mask_scores"), 0);
+      for (int64_t e = 0; e < edges; ++e) EXPECT_GE(s->FindStage(absl::StrCat("mask_scores_edge", e)), 0);
+    }
     int multicast = 0;
     for (const Stage& st : s->stages) {
       const auto* ld = std::get_if<Load>(&st.op);
-      if (ld == nullptr || !(st.name == "load_k" || absl::StartsWith(st.name, "load_v"))) continue;
+      const bool kv = (absl::StartsWith(st.name, "load_k") || absl::StartsWith(st.name, "load_v")) &&
+                      !absl::StartsWith(st.name, "load_kv_");  // the K/V blocks, not their heads' index tables
+      if (ld == nullptr || !kv) continue;
       EXPECT_EQ(ld->multicast, LoopVar::kItemY) << st.name;
       EXPECT_EQ(ld->pattern.block_h, kb) << st.name;
       ++multicast;
@@ -86,19 +106,26 @@ std::vector<AttnCase> TinyPrefillCases() {
        .cap = 0.6},
       {.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 33, .rows = 33, .pos = Pos::kLiteral, .p = 1, .scale = 0.9},
       {.h = 2, .kv = 1, .hd = 8, .vd = 64, .l = 24, .rows = 9, .pos = Pos::kLiteral, .p = 16},  // 2 value pages
+      // Blocks of 16 tile rows, the last ones masked: edge blocks after an unmasked fold.
+      {.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 256, .rows = 16, .pos = Pos::kLiteral, .p = 241},
+      {.h = 4, .kv = 2, .hd = 8, .vd = 8, .l = 384, .rows = 136, .pos = Pos::kLiteral, .p = 249, .sinks = true,
+       .cap = 0.7},
   };
 }
 
 TEST(AttentionPrefillTest, MatchesNaiveReferenceOnTestTiny) {
   const Target& t = Shipped("test_tiny");
   uint64_t seed = 31;
+  int64_t with_edges = 0;
   for (const AttnCase& c : TinyPrefillCases()) {
     SCOPED_TRACE(CaseText(c));
     const Composition comp = CheckAttention(c, t, Form::kFlash, seed++);
     if (comp.sections.empty()) continue;
     ExpectPrefillShape(comp, c, t);
+    for (const Section* s : PrefillSections(comp)) with_edges += EdgesOf(*s) > 0 ? 1 : 0;
     EXPECT_GE(CertifyOnShipped(AttnSpec(c), Form::kFlash), 1);
   }
+  EXPECT_GE(with_edges, 1) << "the VM's check covers sections with edge blocks";
 }
 
 TEST(AttentionPrefillTest, MatchesNaiveReferenceOnRealTargets) {
@@ -119,7 +146,8 @@ TEST(AttentionPrefillTest, MatchesNaiveReferenceOnRealTargets) {
 
 // The sections fold only what their rows see: a 2048-row causal prefill of Qwen3-8B's heads (32 over 8) computes
 // well under the score tiles of folding the whole cache for every query tile (half of them, and the blocks on the
-// diagonal whole), in tt-metal-sized chunks: 8 query tiles against blocks of 8 key tiles.
+// diagonal whole), in tt-metal's chunks: 8 query tiles (q_chunk 256) against blocks of 16 key tiles (k_chunk 512),
+// which fit a site with the scores packed to bf16.
 TEST(AttentionPrefillTest, CausalRangesFoldAboutHalfTheBlocks) {
   const Target& wh = Shipped("wormhole_n150");
   const AttnCase c{.h = 32, .kv = 8, .hd = 128, .vd = 128, .l = 2048, .rows = 2048, .pos = Pos::kLiteral, .p = 1};
@@ -130,8 +158,8 @@ TEST(AttentionPrefillTest, CausalRangesFoldAboutHalfTheBlocks) {
   int64_t score_tiles = 0;
   for (const Section* s : PrefillSections(*comp)) {
     EXPECT_EQ(ChunkTilesOf(*s), 8) << s->name;
-    EXPECT_EQ(BlockTilesOf(*s), 8) << s->name;
-    score_tiles += static_cast<int64_t>(s->items.size()) * s->num_blocks * ChunkTilesOf(*s) * BlockTilesOf(*s);
+    EXPECT_EQ(BlockTilesOf(*s), 16) << s->name;
+    score_tiles += static_cast<int64_t>(s->items.size()) * BlocksOf(*s) * ChunkTilesOf(*s) * BlockTilesOf(*s);
   }
   const int64_t whole = 64 * 32 * 64;  // every query tile of every head over every cache tile
   EXPECT_LT(score_tiles, whole * 65 / 100);
