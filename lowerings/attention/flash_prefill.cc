@@ -48,6 +48,19 @@ struct Range {
   int64_t edges = 0;  // the last blocks, masked, each at its own literal start; the blocks before them unmasked
 };
 
+// ★ ONE K/V STREAM FOR A GROUP'S HEADS. Where query heads share a K/V head (GQA, in contiguous groups) and no sink is
+// read per head, item (y, x) is query head x * group + y % group over chunk y / group: every item of K/V head x then
+// reads its blocks at an address affine in x alone, so a block is multicast to the chunks and the heads of its group
+// at once (tt-metal's K/V chain forwarding shares it along the heads), instead of once a query head. The query and
+// the result are addressed through a table.
+bool GroupedItems(const FlashGeometry& g) {
+  if (g.q.group < 2 || g.sinks) return false;
+  for (int64_t h = 0; h < g.q.per_row; ++h) {
+    if (g.q.kv_of(h) != h / g.q.group) return false;
+  }
+  return true;
+}
+
 // At most this many edge blocks are unrolled after the fold (each is a copy of the block's chain).
 constexpr int64_t kMaxEdges = 4;
 
@@ -76,6 +89,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const int64_t nv = v_t / vt;
   const int64_t out_width_t = fi.per_row * v_t;
   auto part = [nv](const std::string& name, int64_t j) { return nv == 1 ? name : absl::StrCat(name, j); };
+  const bool grouped = GroupedItems(g);
   const int64_t blocks = range.blocks;
   const int64_t lead = blocks - range.edges;  // the blocks the fold runs (all of them without edges)
   const bool fold = lead > 1;
@@ -118,13 +132,26 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, fi.per_row * g.vd, precision,
                                  TensorInit::Zero());
 
-  // ── The prologue, once per item (chunk y of head x): the scaler, the chunk's query tiles, its K/V head's index,
-  // each row's limit, the empty softmax.
+  // ── The prologue, once per item (chunk y of head x; grouped, y = chunk * group + i of K/V head x's query head
+  // x * group + i): the scaler, the chunk's query tiles, its K/V head's index, each row's limit, the empty softmax.
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
   const BufferId q_in = t.AddBufferDeep("in_q", 1, qc * head_t, precision);
   t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
-  t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, qc * width_t}, {LoopVar::kItemX, head_t}},
-                   {.h = qc, .w = head_t, .pitch = width_t}, q_in);
+  const int64_t group = g.q.group;
+  const int64_t chunks = fi.tiles_q / qc;
+  // Grouped, item y's chunk and head in its group index the query and the result through a table (not affine in
+  // y): element y * tile holds chunk * qc * heads + i, the head's first tile in units of a head's tiles.
+  auto head_at = [&](const std::string& stream, std::vector<Term> steps, int64_t base, int64_t tile_stride,
+                     int64_t w, int64_t pitch) {
+    std::vector<int64_t> at(static_cast<size_t>(chunks * group * tw), 0);
+    for (int64_t y = 0; y < chunks * group; ++y) at[y * tw] = (y / group) * qc * fi.per_row + y % group;
+    const TensorId at_t = t.AddTensor(absl::StrCat(names.out, "__flash_head_at"), TensorRole::kParam, 1,
+                                      chunks * group * tw, ix, TensorInit::Values(std::move(at)));
+    const BufferId b = t.AddBufferDeep(absl::StrCat("in_", stream, "_at"), 1, 1, ix);
+    t.AddLoadBlockAt(absl::StrCat("load_", stream, "_at"), at_t, 0, {{LoopVar::kItemY, 1}}, {}, b);
+    const int64_t hi = (chunks - 1) * qc * fi.per_row + group - 1;
+    return AccessPattern{TileAddr{base, std::move(steps), IndirectTile{b, tile_stride, 0, hi}}, qc, w, 1, pitch};
+  };
   // ★ HEAD x READS K/V HEAD x / group: not affine in x, so each item reads its K/V head from a table (one tile per
   // query head, the K/V head in element 0), once for each of the two streams (an index page has one reader).
   std::vector<int64_t> kv_of(static_cast<size_t>(fi.per_row * tw), 0);
@@ -136,11 +163,12 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     t.AddLoadBlockAt(absl::StrCat("load_kv_", stream), kv_t, 0, {{LoopVar::kItemX, 1}}, {}, b);
     return b;
   };
-  // Each block chain's loads read their own index pages: chain 0 the fold's, chain 1 + e edge e's.
+  // Each block chain's loads read their own index pages: chain 0 the fold's, chain 1 + e edge e's. Grouped, item x
+  // is the K/V head itself: no table.
   auto chain_suffix = [](int64_t chain) { return chain == 0 ? std::string() : absl::StrCat("_edge", chain - 1); };
   std::vector<BufferId> kv_k;
   std::vector<std::vector<BufferId>> kv_vs(static_cast<size_t>(range.edges + 1));
-  for (int64_t chain = 0; chain <= range.edges; ++chain) {
+  for (int64_t chain = 0; chain <= range.edges && !grouped; ++chain) {
     const std::string sfx = chain_suffix(chain);
     kv_k.push_back(kv_index(absl::StrCat("k", sfx)));
     for (int64_t j = 0; j < nv; ++j) kv_vs[chain].push_back(kv_index(absl::StrCat(part("v", j), sfx)));
@@ -150,36 +178,51 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   FoldMask mask;
   mask.masked = masked;
   mask.counted = masked && fold && range.edges == 0;
-  if (masked) {
+  // Each row's limit: in the prologue when the fold masks its blocks, else just before the edges (so that neither its
+  // tables' loads nor its stage stand before the first block's scores).
+  auto add_row_limit = [&] {
     const BufferId row_lim = t.AddScratchDeep("row_limit", 1, 1, ix);
+    mask.row_limit = row_lim;
     if (!g.limit) {
       // Every row attends the l positions; only the last tile's tail is masked.
       t.AddGeneric("row_limit", HeadSpace(tr, qc), {}, {}, stat, Const(static_cast<double>(g.l)), row_lim);
-    } else {
-      const int64_t chunks = fi.tiles_q / qc;
-      std::vector<int64_t> first_rows(static_cast<size_t>(chunks * tw), 0);
-      for (int64_t y = 0; y < chunks; ++y) {
-        for (int64_t i = 0; i < qc; ++i) first_rows[y * tw + i] = (y * qc + i) * tr;
-      }
-      const TensorId rows_t = t.AddTensor(absl::StrCat(names.out, "__flash_chunk_rows"), TensorRole::kParam, 1,
-                                          chunks * tw, ix, TensorInit::Values(std::move(first_rows)));
-      const BufferId q_rows = t.AddBufferDeep("in_chunk_rows", 1, 1, ix);
-      t.AddLoadBlockAt("load_chunk_rows", rows_t, 0, {{LoopVar::kItemY, 1}}, {}, q_rows);
-      std::vector<int64_t> index(static_cast<size_t>(tr * tw));
-      for (int64_t e = 0; e < tr * tw; ++e) index[e] = e / tw;
-      const TensorId row_index = t.AddTensor(absl::StrCat(names.out, "__flash_row_index"), TensorRole::kParam, tr,
-                                             tw, ix, TensorInit::Values(std::move(index)));
-      const BufferId r_in = t.AddBufferDeep("in_row_index", 1, 1, ix);
-      t.AddLoadBlockAt("load_row_index", row_index, 0, {}, {}, r_in);
-      t.AddGeneric("row_limit", HeadSpace(tr, qc), {q_rows, r_in}, {terms({{LoopVar::kCol, 1}}), PerRowMap(w1)},
-                   stat, Add(Add(Const(static_cast<double>(g.limit->value)), Op(0)), Op(1)), row_lim);
+      return;
     }
-    mask.row_limit = row_lim;
+    // Item y's chunk: y, or grouped y / group.
+    const int64_t ys = grouped ? chunks * group : chunks;
+    std::vector<int64_t> first_rows(static_cast<size_t>(ys * tw), 0);
+    for (int64_t y = 0; y < ys; ++y) {
+      for (int64_t i = 0; i < qc; ++i) first_rows[y * tw + i] = ((grouped ? y / group : y) * qc + i) * tr;
+    }
+    const TensorId rows_t = t.AddTensor(absl::StrCat(names.out, "__flash_chunk_rows"), TensorRole::kParam, 1,
+                                        ys * tw, ix, TensorInit::Values(std::move(first_rows)));
+    const BufferId q_rows = t.AddBufferDeep("in_chunk_rows", 1, 1, ix);
+    t.AddLoadBlockAt("load_chunk_rows", rows_t, 0, {{LoopVar::kItemY, 1}}, {}, q_rows);
+    std::vector<int64_t> index(static_cast<size_t>(tr * tw));
+    for (int64_t e = 0; e < tr * tw; ++e) index[e] = e / tw;
+    const TensorId row_index = t.AddTensor(absl::StrCat(names.out, "__flash_row_index"), TensorRole::kParam, tr,
+                                           tw, ix, TensorInit::Values(std::move(index)));
+    const BufferId r_in = t.AddBufferDeep("in_row_index", 1, 1, ix);
+    t.AddLoadBlockAt("load_row_index", row_index, 0, {}, {}, r_in);
+    t.AddGeneric("row_limit", HeadSpace(tr, qc), {q_rows, r_in}, {terms({{LoopVar::kCol, 1}}), PerRowMap(w1)},
+                 stat, Add(Add(Const(static_cast<double>(g.limit->value)), Op(0)), Op(1)), row_lim);
+  };
+  if (masked && range.edges == 0) {
+    add_row_limit();
     if (mask.counted) {
       const BufferId start = t.AddScratchDeep("block_start", 2, 1, ix);
       t.AddGeneric("init_start", FlatSpace(1), {}, {}, IdentMap(w1), Const(0.0), start);
       mask.start = start;
     }
+  }
+  // The chunk's query tiles after the limits' small tables: the reader issues its loads in order, and those tables
+  // would otherwise queue at DRAM behind every site's query block.
+  if (grouped) {
+    t.AddLoadPattern("load_q", q, head_at("q", {{LoopVar::kItemX, group * head_t}}, 0, head_t, head_t, width_t),
+                     q_in);
+  } else {
+    t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, qc * width_t}, {LoopVar::kItemX, head_t}},
+                     {.h = qc, .w = head_t, .pitch = width_t}, q_in);
   }
   // The softmax's scale, 1 when capped (the cap takes the scaled scores).
   const double scale = g.cap ? 1.0 : g.scale;
@@ -214,18 +257,18 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     auto cache_block = [&](const std::string& name, TensorId tensor, BufferId index, int64_t base, int64_t cols,
                            int64_t head, int64_t stride, BufferId into) {
       std::vector<Term> steps;
+      if (grouped) steps.push_back({LoopVar::kItemX, head});
       if (!at && fold) steps.push_back({LoopVar::kKBlock, kb * stride});
       const int64_t origin = base + (at ? *at * kb * stride : 0);
+      std::optional<IndirectTile> by_table;
+      if (!grouped) by_table = IndirectTile{index, head, 0, g.kvw - 1};
       const StageId load = t.AddLoadPattern(
-          nm(name), tensor,
-          AccessPattern{TileAddr{origin, std::move(steps), IndirectTile{index, head, 0, g.kvw - 1}}, kb, cols, 1,
-                        stride},
-          into);
+          nm(name), tensor, AccessPattern{TileAddr{origin, std::move(steps), by_table}, kb, cols, 1, stride}, into);
       t.SetMulticast(load, LoopVar::kItemY);
     };
-    cache_block("load_k", k, kv_k[chain], 0, head_t, head_t, g.kvw * head_t, k_in);
+    cache_block("load_k", k, grouped ? 0 : kv_k[chain], 0, head_t, head_t, g.kvw * head_t, k_in);
     for (int64_t j = 0; j < nv; ++j) {
-      cache_block(part("load_v", j), v, kv_vs[chain][j], j * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
+      cache_block(part("load_v", j), v, grouped ? 0 : kv_vs[chain][j], j * vt, vt, v_t, g.kvw * v_t, v_ins[j]);
     }
     // Each (row, query tile)'s limit in the block's own positions: its limit less the block's start (carried, or
     // the edge's literal one).
@@ -294,7 +337,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   if (range.edges > 0) lead_mask = FoldMask{};
   add_block(0, std::nullopt, lead_mask);
   AddNextStart(t, mask, blocks * kb, kb * tr);
-  if (range.edges > 0) t.SetPhase(epilogue_phase);
+  if (range.edges > 0) {
+    t.SetPhase(epilogue_phase);
+    add_row_limit();
+  }
   for (int64_t e = 0; e < range.edges; ++e) add_block(1 + e, lead + e, mask);
 
   // ── The epilogue, once per item: O / s into the chunk's tiles of the dense result. The reciprocal is taken once
@@ -307,18 +353,26 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     const BufferId out = t.AddBufferDeep(part("out", j), 2, qc * vt, precision);
     t.AddGeneric(part("normalize", j), per_value, {o_runs[j], inv_sum}, {value_at, stat}, value_at,
                  Mul(Op(0), Op(1)), out);
-    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, qc * out_width_t}, {LoopVar::kItemX, v_t}},
-                    {.h = qc, .w = vt, .pitch = out_width_t}, out);
+    if (grouped) {
+      t.AddStorePattern(part("store_ctx", j), c,
+                        head_at(part("out", j), {{LoopVar::kItemX, group * v_t}}, j * vt, v_t, vt, out_width_t), out);
+    } else {
+      t.AddStoreBlock(part("store_ctx", j), c, j * vt,
+                      {{LoopVar::kItemY, qc * out_width_t}, {LoopVar::kItemX, v_t}},
+                      {.h = qc, .w = vt, .pitch = out_width_t}, out);
+    }
   }
   WireFirstReaders(t);
   // The heads of a chunk read the same scaler and limit tables (no step on ITEM_X, the head).
   MulticastSharedPrologue(t, LoopVar::kItemX);
 
   std::vector<WorkItem> items;
-  for (int64_t y = range.first; y < range.last; ++y) {
+  for (int64_t chunk = range.first; chunk < range.last; ++chunk) {
     for (int64_t h = 0; h < fi.per_row; ++h) {
-      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = h,
-                               .out = TileRect{.row0_t = y * qc, .col0_t = h * v_t, .h_t = qc, .w_t = v_t}});
+      const int64_t y = grouped ? chunk * group + h % group : chunk;
+      const int64_t x = grouped ? h / group : h;
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = x,
+                               .out = TileRect{.row0_t = chunk * qc, .col0_t = h * v_t, .h_t = qc, .w_t = v_t}});
     }
   }
   // No placement grid: the items go round robin, so the chunks of a head that run together sit on many sites. No

@@ -61,11 +61,19 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     EXPECT_EQ(CeilDiv(c.l, tr) % kb, 0);
     EXPECT_EQ(tiles_q % qc, 0);
     int64_t last_qt = -1;
+    // Grouped (GQA without sinks), item (y, x) is query head x * group + y % group over chunk y / group: the items
+    // of K/V head x share its stream. Otherwise (chunk y, head x).
+    const int64_t group = c.h / c.kv;
+    const bool grouped = group > 1 && !c.sinks;
+    const int64_t v_t = CeilDiv(c.vd, t.tile_cols());
     for (const WorkItem& it : s->items) {
-      EXPECT_EQ(it.out.row0_t, it.y * qc);
+      const int64_t head = it.out.col0_t / v_t;
+      EXPECT_EQ(it.out.col0_t, head * v_t);
+      EXPECT_EQ(it.out.row0_t, (grouped ? it.y / group : it.y) * qc);
+      EXPECT_EQ(head, grouped ? it.x * group + it.y % group : it.x);
       EXPECT_EQ(it.out.h_t, qc);
       for (int64_t q = it.out.row0_t; q < it.out.row0_t + it.out.h_t; ++q) {
-        ++covered.at(static_cast<size_t>(q * c.h + it.x));
+        ++covered.at(static_cast<size_t>(q * c.h + head));
         last_qt = std::max(last_qt, q);
       }
     }
@@ -76,7 +84,7 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     EXPECT_FALSE(s->trip.has_value());
     const int64_t edges = EdgesOf(*s);
     if (edges > 0) {
-      const int64_t first_limit = c.pos == Pos::kLiteral ? c.p + s->items.front().y * qc * tr : c.l;
+      const int64_t first_limit = c.pos == Pos::kLiteral ? c.p + s->items.front().out.row0_t * tr : c.l;
       EXPECT_EQ(first_limit / (kb * tr), blocks - edges) << "the fold takes exactly the blocks every row sees whole";
       EXPECT_LT(s->FindStage("mask_scores"), 0);
       for (int64_t e = 0; e < edges; ++e) EXPECT_GE(s->FindStage(absl::StrCat("mask_scores_edge", e)), 0);
@@ -93,6 +101,12 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     }
     EXPECT_GE(multicast, 2);
     EXPECT_EQ(s->items.size() % static_cast<size_t>(c.h), 0u);
+    // Grouped, the K/V blocks step on ITEM_X (the K/V head) and read no head table.
+    for (const Stage& st : s->stages) {
+      const auto* ld = std::get_if<Load>(&st.op);
+      if (ld == nullptr || !(st.name == "load_k" || st.name == "load_v")) continue;
+      EXPECT_EQ(ld->pattern.origin.indirect.has_value(), !grouped) << st.name;
+    }
   }
   for (size_t i = 0; i < covered.size(); ++i) EXPECT_EQ(covered[i], 1) << "query tile x head " << i;
 }
