@@ -7,9 +7,9 @@
 // What the simulator does differently, and which way each pulls: it reads bf16 K/V where the full-grid rows read
 // bfp8_b (more bytes: slower where the stream binds); the one-core rows keep K/V resident in L1 where the simulator
 // streams them from DRAM through the site's link (slower); tt-metal's STANDARD and BALANCED recipes use exps the
-// simulator does not have (polynomial and refined Schraudolph) and are left out; tt-metal's kernels fuse the
-// subtraction and the scale into the exp and sum the probabilities in the packer, where the simulator runs each as
-// its own stage (slower).
+// simulator does not have (polynomial and refined Schraudolph) and are left out; tt-metal's kernels sum the
+// probabilities in the packer while they are in Dst, where the simulator runs the sum as its own stage (slower). The
+// scale inside the fast exp and the mask on the edge blocks only are modelled as tt-metal has them.
 //
 //   sdpa_fidelity [--data=DIR] [--markdown=FILE]
 #include <cstdio>
