@@ -153,6 +153,9 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   if (blocks > 1) ctx_steps.push_back({LoopVar::kItemX, vt});
   t.AddStoreBlock("store_ctx", c, 0, std::move(ctx_steps), {.w = vt, .pitch = out_width_t}, out);
   WireFirstReaders(t);
+  // ★ THE VALUE BLOCKS OF A QUERY TILE SHARE ITS PARTS' MAXIMA AND SUMS (no step on ITEM_X): read once and multicast,
+  // not once a value block — they are half the combine's bytes (fp32 tiles of one column each).
+  if (blocks > 1) MulticastSharedPrologue(t, LoopVar::kItemX);
   RETURN_IF_ERROR(WorkItemBudget("a split fold's combine", CheckedMul(fi.items, blocks)));
   std::vector<WorkItem> items;
   for (int64_t y = 0; y < fi.items; ++y) {

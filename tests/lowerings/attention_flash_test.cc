@@ -181,7 +181,8 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnRealTargets) {
 }
 
 // A split decode's parts of one query tile share their prologue (the position, the scaler, the query: multicast
-// along ITEM_X, the part), and the combine merges every part at once, with no fold.
+// along ITEM_X, the part), and the combine merges every part at once, with no fold, its value blocks sharing the
+// parts' maxima and sums.
 TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   const Target& wh = Shipped("wormhole_n150");
   const AttnCase c{.h = 32, .kv = 8, .hd = 128, .vd = 128, .l = 32768, .pos = Pos::kNamed, .p = 4096};
@@ -198,6 +199,14 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   }
   EXPECT_EQ(combine->num_blocks, 1);
   for (const Stage& st : combine->stages) EXPECT_EQ(st.phase, Phase::kPrologue) << st.name;
+  // The combine's value blocks of a query tile (ITEM_X) share its parts' maxima and sums; each reads its own values.
+  for (const auto& [name, axis] : std::vector<std::pair<const char*, LoopVar>>{
+           {"load_part_max", LoopVar::kItemX}, {"load_part_sum", LoopVar::kItemX},
+           {"load_part_out", LoopVar::kUnspecified}}) {
+    const int i = combine->FindStage(name);
+    ASSERT_GE(i, 0) << name;
+    EXPECT_EQ(std::get<Load>(combine->stages[i].op).multicast, axis) << name;
+  }
   ExpectAttnCertifies(*comp, wh);
 }
 
