@@ -13,6 +13,7 @@
 #include "lowerings/attention/geometry.h"  // AttentionReadsDense
 #include "lowerings/attention/relayout_rows.h"
 #include "lowerings/registry.h"
+#include "lowerings/rows/row_norms.h"  // HeadIsItem
 #include "lowerings/toolkit/common.h"
 #include "passes/handles.h"
 #include "spatial/status_macros.h"
@@ -29,8 +30,9 @@ proto::OpSpec Spec(const std::string& out, std::initializer_list<const char*> op
   return s;
 }
 
+// `dense_heads`: a per-head norm over dense token rows of that many heads (FusedRowSpec.dense_heads); 0, flat.
 proto::OpSpec Norm(const std::string& out, const char* in, const char* w, int64_t rows, int64_t cols, double eps,
-                   bool per_head) {
+                   bool per_head, int64_t dense_heads = 0) {
   proto::OpSpec s = Spec(out, {in, w});
   auto* f = s.mutable_fused_row();
   f->set_rows(rows);
@@ -39,6 +41,7 @@ proto::OpSpec Norm(const std::string& out, const char* in, const char* w, int64_
   f->set_weight(true);
   f->set_eps(eps);
   f->set_per_head(per_head);
+  f->set_dense_heads(dense_heads);
   return s;
 }
 
@@ -293,8 +296,12 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
     project("v_proj", "v", "h", "wv", "bv", d, kvw);
     std::string q_in = "q", k_in = "k";
     if (c.qk_norm) {
-      add("q_norm", Norm("q_n", q_in.c_str(), "q_norm_w", T * c.heads, hd, c.eps, true));
-      add("k_norm", Norm("k_n", k_in.c_str(), "k_norm_w", T * c.kv_heads, hd, c.eps, true));
+      // ★ A PREFILL'S HEADS ARE NORMALIZED WHERE THE PROJECTION PUT THEM: dense token rows, a tile row of tokens a
+      // head at a time (issue #15: the flat per-head form and its relayouts were 46% of Qwen3-8B's prefill layer).
+      // A decode step's one row is the flat form already; heads that are not whole tiles stay flat.
+      const bool dense = T > 1 && HeadIsItem(hd, target);
+      add("q_norm", Norm("q_n", q_in.c_str(), "q_norm_w", T * c.heads, hd, c.eps, true, dense ? c.heads : 0));
+      add("k_norm", Norm("k_n", k_in.c_str(), "k_norm_w", T * c.kv_heads, hd, c.eps, true, dense ? c.kv_heads : 0));
       p.weights.insert(p.weights.end(), {"q_norm_w", "k_norm_w"});
       q_in = "q_n";
       k_in = "k_n";

@@ -9,6 +9,7 @@
 #include "lowerings/reference_ops.h"
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/reference_tables_rows.h"
+#include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -52,6 +53,8 @@ absl::StatusOr<TensorMap> ReferenceFusedRow(const proto::OpSpec& spec, const Ten
   RETURN_IF_ERROR(CheckElements("fused_row", "rows", fr.rows()));
   RETURN_IF_ERROR(CheckElements("fused_row", "cols", fr.cols()));
   RETURN_IF_ERROR(CheckEps("fused_row", fr.eps()));
+  // Dense token rows hold the same row-major numbers as the flat form: only their view differs (kept below).
+  RETURN_IF_ERROR(CheckDenseHeads(fr.dense_heads(), fr.rows()));
   const bool layer = fr.reduce() == proto::FusedRowSpec::LAYER_NORM;
   if (fr.bias() && !layer) return NotLowered("an rmsnorm with a bias term");
   const int64_t rows = fr.rows();

@@ -59,10 +59,6 @@ bool FlatFits(int64_t rows, int64_t cols, const Target& target) {
   return !RowNeedsBlocking(rows * cols, target) && rows <= target.tile_rows();
 }
 
-// Whether one head is a work item: it fits a page, and head h starts at tile h * cols / TC.
-bool HeadIsItem(int64_t cols, const Target& target) {
-  return !RowNeedsBlocking(cols, target) && cols % target.tile_cols() == 0;
-}
 
 // Why neither the flat form nor the head-per-item form holds this row.
 absl::Status NoFormFor(const std::string& what, int64_t rows, int64_t cols, const Target& target) {
@@ -77,6 +73,10 @@ absl::Status NoFormFor(const std::string& what, int64_t rows, int64_t cols, cons
 }
 
 }  // namespace
+
+bool HeadIsItem(int64_t cols, const Target& target) {
+  return !RowNeedsBlocking(cols, target) && cols % target.tile_cols() == 0;
+}
 
 absl::StatusOr<Composition> FromL2Norm(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "l2norm", 1));
@@ -226,6 +226,8 @@ absl::StatusOr<Composition> FromFusedRow(const proto::OpSpec& spec, const Target
   RETURN_IF_ERROR(RequireFp32Accumulator("a row reduction", target));
   const int64_t rows = fr.rows();
   const int64_t cols = fr.cols();
+  // Dense token rows keep their layout: the tile row of tokens and a head are the item (DenseHeadRms).
+  if (fr.dense_heads() != 0) return DenseHeadRms(spec, target);
   // A row the accumulator holds whole, of rows a tile holds: the flat twin. (A row of zero rows is refused by the
   // streamed form, whose message the seed has.)
   if (rows > 0 && FlatFits(rows, cols, target)) return RowNormFlat(spec, ops, target);

@@ -34,6 +34,10 @@ absl::StatusOr<Composition> FromL2Norm(const proto::OpSpec& spec, const Target& 
 //     the flat layout a per-head activation has in a composition.
 absl::StatusOr<Composition> FromFusedRow(const proto::OpSpec& spec, const Target& target);
 
+// Whether one head of `cols` is a work item of the per-head forms (BlockedHeadRms, DenseHeadRms): it fits an
+// accumulator page, and head h starts at tile h * cols / TC. A layer asks it before it norms a prefill's heads dense.
+bool HeadIsItem(int64_t cols, const Target& target);
+
 }  // namespace spatial
 
 #endif  // LOWERINGS_ROWS_ROW_NORMS_H_

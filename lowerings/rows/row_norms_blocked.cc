@@ -12,6 +12,7 @@
 #include "lowerings/toolkit/size_budget.h"
 #include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/builder.h"
+#include "spatial/checked.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
@@ -170,6 +171,81 @@ absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Targ
   t.AddEdge(s_out, ob, st);
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head rmsnorm of ", rows, " heads of ", cols), rows));
   return FinishSection(t, absl::StrCat("rmsnorm_heads_", rows, "x", cols), HeadItems(rows, head_t), acc,
+                       ApproxIn("per-head rmsnorm", p), target);
+}
+
+absl::StatusOr<Composition> DenseHeadRms(const proto::OpSpec& spec, const Target& target) {
+  const auto& fr = spec.fused_row();
+  if (fr.reduce() != proto::FusedRowSpec::RMS_NORM || !fr.per_head() || fr.residual() || fr.bias()) {
+    return NotLowered("a dense per-head norm that is not a per-head rmsnorm without a residual or a bias");
+  }
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "fused_row", fr.weight() ? 2 : 1));
+  RETURN_IF_ERROR(CheckElements("fused_row", "rows", fr.rows()));
+  RETURN_IF_ERROR(CheckElements("fused_row", "cols", fr.cols()));
+  ASSIGN_OR_RETURN(int64_t eps, EpsNano("fused_row", fr.eps()));
+  RETURN_IF_ERROR(RequireFp32Accumulator("a row reduction", target));
+  const int64_t heads = fr.dense_heads();
+  const int64_t rows = fr.rows();
+  const int64_t cols = fr.cols();
+  RETURN_IF_ERROR(CheckDenseHeads(heads, rows));
+  if (heads < 1) return NotLowered("a dense per-head rmsnorm of no heads");  // 0 is the flat form's
+  RETURN_IF_ERROR(CheckHeadIsItem("rmsnorm", cols, target));
+  ASSIGN_OR_RETURN(const int64_t n, CheckedElements("a dense per-head rmsnorm", rows, cols));
+  const int64_t tokens = rows / heads;
+  const int64_t tr = target.tile_rows();
+  const int64_t head_t = TilesOf(cols, target);
+  const int64_t width_t = heads * head_t;  // at most n / tile: checked above
+  const int64_t rows_t = CeilDiv(tokens, tr);
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a dense per-head rmsnorm of ", tokens, " x ", heads, " heads"),
+                                 CheckedMul(rows_t, heads)));
+  ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
+  const Precision acc = Precision::kFp32;
+  Template t(tr, target.tile_cols());
+  ASSIGN_OR_RETURN(TensorInit init, InitOf(ops[0].fill, n));
+  const TensorId xt = t.AddTensor(ops[0].name, TensorRole::kInput, tokens, heads * cols, p, std::move(init));
+  const TensorId yt = t.AddTensor(spec.out(), TensorRole::kOutput, tokens, heads * cols, p, TensorInit::Zero());
+  const TensorId ones = t.AddTensor(absl::StrCat(spec.out(), "__rms_scaler"), TensorRole::kParam, tr,
+                                    target.tile_cols(), p, TensorInit::ConstF(1.0));
+  // Item (y, x): tile row y, head x — tile y * width_t + x * head_t, head_t tiles wide.
+  const std::vector<Term> step{{LoopVar::kItemY, width_t}, {LoopVar::kItemX, head_t}};
+  const BufferId xin = t.AddBufferDeep("in_x", 1, head_t, p);
+  const BufferId oin = t.AddBufferDeep("in_scaler", 1, 1, p);
+  t.AddLoadBlockAt("load_head", xt, 0, step, {.w = head_t, .pitch = width_t}, xin);
+  t.AddLoadBlockAt("load_scaler", ones, 0, {}, {}, oin);
+  const ElemAccess at = IdentMap(cols);  // (row r, column e of the head) in the page's plane
+  const BufferId sq = t.AddScratchDeep("head_sq", 1, head_t, acc);
+  t.AddGeneric("square", HeadSpace(tr, cols), {xin, xin}, {at, at}, at, Mul(Op(0), Op(1)), sq);
+  // Each row's sum of squares, then rsqrt(sum / cols + eps) — the divide once, inside the transform (over: cols).
+  const BufferId ssq = t.AddScratchDeep("head_ssq", 1, 1, acc);
+  t.AddGeneric("head_sum", HeadSpace(tr, cols, IterKind::kReduceSum), {sq, oin}, {at, ConstMap()},
+               PerRowMap(target.tile_cols()), Op(0), ssq);
+  const BufferId inv = t.AddScratchDeep("head_inv", 1, 1, acc);
+  t.AddGeneric("head_rsqrt", HeadSpace(tr, 1), {ssq}, {PerRowMap(target.tile_cols())}, PerRowMap(target.tile_cols()),
+               Unary(SfpuKind::Rsqrt(eps, cols), Op(0)), inv);
+  std::vector<BufferId> ins{xin, inv};
+  std::vector<ElemAccess> maps{at, PerRowMap(target.tile_cols())};
+  Body body = Mul(Op(0), Op(1));
+  if (fr.weight()) {
+    ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, cols));
+    const TensorId wt = t.AddTensor(ops[1].name, TensorRole::kParam, 1, cols, p, std::move(w_init));
+    const BufferId wb = t.AddBufferDeep("in_w", 1, head_t, p);
+    t.AddLoadBlockAt("load_w", wt, 0, {}, {.w = head_t, .pitch = head_t}, wb);
+    ins.push_back(wb);
+    maps.push_back(ElemAccess{0, {{LoopVar::kCol, 1}}, std::nullopt});  // column e of the weight's row, every row
+    body = Mul(body, Op(2));
+  }
+  const BufferId ob = t.AddBufferDeep("out", 1, head_t, p);
+  t.AddGeneric("rescale", HeadSpace(tr, cols), std::move(ins), std::move(maps), at, body, ob);
+  t.AddStoreBlock(absl::StrCat("store_", spec.out()), yt, 0, step, {.w = head_t, .pitch = width_t}, ob);
+  WireFirstReaders(t);
+  std::vector<WorkItem> items;
+  for (int64_t y = 0; y < rows_t; ++y) {
+    for (int64_t h = 0; h < heads; ++h) {
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = h,
+                               .out = TileRect{.row0_t = y, .col0_t = h * head_t, .w_t = head_t}});
+    }
+  }
+  return FinishSection(t, absl::StrCat("rmsnorm_dense_heads_", tokens, "x", heads, "x", cols), std::move(items), acc,
                        ApproxIn("per-head rmsnorm", p), target);
 }
 

@@ -25,6 +25,15 @@ absl::StatusOr<Composition> BlockedL2Norm(const proto::OpSpec& spec, const Targe
 // bias, and heads that are not whole tiles or wider than the accumulator.
 absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Target& target);
 
+// OpSpec.fused_row (RMS, per_head, dense_heads = H, operands [x, weight?]) over DENSE token rows: x and the result are
+// T x H*cols (T = rows / H), as a projection writes them. ★ A TILE ROW OF TOKENS IS THE ITEM'S ROWS: item (y, x) is
+// tile row y of head x, a page of cols / TC tiles whose every row is a token — where the flat form's item is one
+// head of one token, a tile of which one row is live — and the heads stay where the projection put them, so no
+// relayout comes before or after. The same stages as BlockedHeadRms over the page's rows. Section
+// "rmsnorm_dense_heads_{T}x{H}x{cols}". Refuses a residual or a bias, a dense_heads that does not divide rows, and
+// heads that are not whole tiles or wider than the accumulator.
+absl::StatusOr<Composition> DenseHeadRms(const proto::OpSpec& spec, const Target& target);
+
 // OpSpec.fused_row, streamed. ★ A ROW REDUCTION OVER A ROW THAT DOES NOT FIT IS NOT A HARDER REDUCTION -- IT IS A
 // STREAMED ONE: sum(x^2) IS a matmul x^2 * 1, which the matmul already streams over K blocks. Sections, each fitting
 // a site, sharing tensors by name:

@@ -67,4 +67,10 @@ absl::StatusOr<int64_t> EpsNano(std::string_view kind, double eps) {
   return whole;
 }
 
+absl::Status CheckDenseHeads(int64_t dense_heads, int64_t rows) {
+  if (dense_heads == 0 || (dense_heads > 0 && rows % dense_heads == 0)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("fused_row.dense_heads (", dense_heads, ") does not divide rows (",
+                                                 rows, "): the heads of every token row"));
+}
+
 }  // namespace spatial

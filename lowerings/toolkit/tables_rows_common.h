@@ -49,6 +49,11 @@ TensorId OnesTile(Template& t, const std::string& name, Precision p);
 // "NotLowered: an epsilon of 1.5e-10 that is not a whole number of nano units".
 absl::StatusOr<int64_t> EpsNano(std::string_view kind, double eps);
 
+// A fused row's dense_heads (FusedRowSpec): 0 (the flat form) or a positive divisor of rows, else InvalidArgument
+// "fused_row.dense_heads (3) does not divide rows (8): the heads of every token row". The lowering's and the
+// reference's check.
+absl::Status CheckDenseHeads(int64_t dense_heads, int64_t rows);
+
 }  // namespace spatial
 
 #endif  // LOWERINGS_TOOLKIT_TABLES_ROWS_COMMON_H_

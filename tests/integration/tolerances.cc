@@ -409,13 +409,22 @@ proto::OpSpec Rms(int64_t rows, int64_t cols, bool weight, bool residual, bool p
   return s;
 }
 
+// The per-head form over dense token rows of `heads` heads (FusedRowSpec.dense_heads).
+proto::OpSpec DenseHeads(proto::OpSpec s, int64_t heads) {
+  s.mutable_fused_row()->set_dense_heads(heads);
+  return s;
+}
+
 std::vector<OpCase> FusedRowCases() {
-  // Flat, the head as the item, and streamed (a row wider than the accumulator: the sum of squares as a matmul).
+  // Flat, the head as the item, streamed (a row wider than the accumulator: the sum of squares as a matmul), and the
+  // heads of dense token rows.
   return {{"test_tiny", Rms(2, 7, true, true, false), Reals(-3, 3)},
           {"test_tiny", Rms(3, 24, true, false, true), Reals(-3, 3)},
           {"test_tiny", Rms(1, 100, true, true, false), Reals(-3, 3)},
           {"wormhole_n150", Rms(8, 128, true, false, true), Reals(-3, 3)},
-          {"wormhole_n150", Rms(1, 1024, true, false, false), Reals(-3, 3)}};
+          {"wormhole_n150", Rms(1, 1024, true, false, false), Reals(-3, 3)},
+          {"test_tiny", DenseHeads(Rms(11 * 3, 16, true, false, true), 3), Reals(-3, 3)},
+          {"wormhole_n150", DenseHeads(Rms(40 * 8, 128, true, false, true), 8), Reals(-3, 3)}};
 }
 
 std::vector<OpCase> SoftmaxCases() {

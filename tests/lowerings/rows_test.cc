@@ -167,6 +167,42 @@ TEST(RowsTest, FusedRowRmsMatchesReference) {
   RunCases(cases, Reals(-3, 3), 1e-12);
 }
 
+// The per-head norm over dense token rows (FusedRowSpec.dense_heads): T x H*cols as a projection writes it, an item a
+// tile row of tokens and a head; the same values as the flat form's, with a tail of tokens that is not a tile row.
+TEST(RowsTest, DensePerHeadRmsMatchesReference) {
+  auto dense = [](int64_t tokens, int64_t heads, int64_t cols, bool weight) {
+    proto::OpSpec s = Rms(tokens * heads, cols, weight, false, true);
+    s.mutable_fused_row()->set_dense_heads(heads);
+    return s;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* target, int64_t tokens, int64_t heads, int64_t cols, bool weight, int64_t tile) {
+    cases.push_back({target, dense(tokens, heads, cols, weight),
+                     {absl::StrCat("rmsnorm_dense_heads_", tokens, "x", heads, "x", cols)},
+                     static_cast<size_t>((tokens + tile - 1) / tile * heads)});
+  };
+  for (int64_t tokens : {1, 5, 8, 11, 24}) {
+    add("test_tiny", tokens, 3, 16, true, 8);
+    add("test_tiny", tokens, 2, 8, false, 8);
+  }
+  for (int64_t tokens : {2, 37, 128}) add("test_tiny", tokens, 1, 24, true, 8);
+  for (int64_t tokens : {3, 9, 16, 17}) add("test_tiny", tokens, 4, 8, true, 8);
+  // Qwen3-8B's q_norm and k_norm at a prefill of 128, and a ragged 40 tokens of Qwen3-0.6B's 16 heads.
+  add("wormhole_n150", 128, 32, 128, true, 32);
+  add("wormhole_n150", 128, 8, 128, true, 32);
+  add("wormhole_n150", 40, 16, 128, true, 32);
+  RunCases(cases, Reals(-3, 3), 1e-12);
+  // The operand and the result keep the projection's layout: T x H*cols.
+  absl::StatusOr<Composition> c = Lower(dense(40, 16, 128, true), Shipped("wormhole_n150"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Section& sec = c->sections[0];
+  for (const char* name : {"x", "y"}) {
+    const Tensor& t = sec.tensors[sec.FindTensor(name)];
+    EXPECT_EQ(t.rows, 40) << name;
+    EXPECT_EQ(t.cols, 16 * 128) << name;
+  }
+}
+
 // The streamed form's sum is a matmul against a Param of ones, and its base keeps x's own fill (★ AND WITH ITS REAL
 // FILL): with a residual, the base is the section-made {y}__xr.
 TEST(RowsTest, StreamedRmsSections) {

@@ -4,7 +4,9 @@
 #include <functional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "lowerings/reference.h"
 #include "lowerings/rows/row_norms_blocked.h"
 #include "lowerings/rows/softmax.h"
 #include "tests/lowerings/table_specs.h"
@@ -187,6 +189,33 @@ TEST(TablesRowsRefusalTest, PerHeadFormsNeedWholeTileHeads) {
   absl::StatusOr<Composition> ragged = BlockedHeadRms(Row(8, 12, proto::FusedRowSpec::RMS_NORM, true, false, false), t);
   ASSERT_FALSE(ragged.ok());
   EXPECT_EQ(Message(ragged.status()), "NotLowered: a rmsnorm per head whose heads of 12 are not whole tiles of 8");
+}
+
+// The dense per-head form: heads that divide the rows (InvalidArgument, from the lowering and the reference alike),
+// whole-tile heads no wider than the accumulator, and only the plain per-head rmsnorm.
+TEST(TablesRowsRefusalTest, DensePerHeadRmsRefusals) {
+  const Target& t = Shipped("test_tiny");
+  auto dense = [](proto::OpSpec s, int64_t heads) {
+    s.mutable_fused_row()->set_dense_heads(heads);
+    return s;
+  };
+  const proto::OpSpec plain = Row(8, 16, proto::FusedRowSpec::RMS_NORM, true, false, false, true);
+  for (int64_t heads : {3, -2}) {
+    const absl::Status bad = absl::InvalidArgumentError(absl::StrCat(
+        "fused_row.dense_heads (", heads, ") does not divide rows (8): the heads of every token row"));
+    EXPECT_EQ(Lower(dense(plain, heads), t).status(), bad);
+    EXPECT_EQ(ReferenceOp(dense(plain, heads), {}).status(), bad);
+  }
+  EXPECT_EQ(RefusalOf(dense(Row(8, 12, proto::FusedRowSpec::RMS_NORM, true, false, false, true), 2), t),
+            "NotLowered: a rmsnorm per head whose heads of 12 are not whole tiles of 8");
+  EXPECT_EQ(RefusalOf(dense(Row(8, 40, proto::FusedRowSpec::RMS_NORM, true, false, false, true), 2), t),
+            "NotLowered: a rmsnorm per head whose heads of 40 are wider than the accumulator holds");
+  for (const proto::OpSpec& s : {Row(8, 16, proto::FusedRowSpec::RMS_NORM, true, true, false, true),
+                                 Row(8, 16, proto::FusedRowSpec::LAYER_NORM, true, false, true, true),
+                                 Row(8, 16, proto::FusedRowSpec::RMS_NORM, true, false, false, false)}) {
+    EXPECT_EQ(RefusalOf(dense(s, 2), t), "NotLowered: a dense per-head norm that is not a per-head rmsnorm without a "
+                                         "residual or a bias");
+  }
 }
 
 // The flat chains' planes are rows x cols in one tile-high page: more rows than a tile has is refused.

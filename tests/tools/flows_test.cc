@@ -372,13 +372,15 @@ TEST_F(ModelFlow, AllLayersOfTheMixtureModel) {
                                                  "card's 12.88 GB\n"));
 }
 
-// A prefill of 128 (the size): the relayouts between the matmuls' T x n and the per-head ops' flat rows
-// appear as their own rows, and --all-layers gives the time to the first token.
+// A prefill of 128 (the size): the per-head q/k norms run on the projections' dense T x n (no relayout to
+// flat rows and back), and --all-layers gives the time to the first token.
 TEST_F(ModelFlow, PrefillOf128AndTheTimeToFirstToken) {
   CliRun r = Spatial("model --config=qwen3-8b --prefill=128 --all-layers");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Qwen3ForCausalLM layer 0 (dense MLP), prefill of 128 tokens into a 128-row cache"));
-  EXPECT_THAT(r.out, testing::ContainsRegex("\nq to rows +relayout +[0-9]+ +[0-9]+ "));
+  EXPECT_THAT(r.out, testing::ContainsRegex("\nq_norm +fused_row +1 +[0-9]+ "));
+  EXPECT_THAT(r.out, Not(HasSubstr(" to rows")));
+  EXPECT_THAT(r.out, Not(HasSubstr(" to matrix")));
   EXPECT_THAT(r.out, testing::ContainsRegex("\nattention +attention +[0-9]+ +[0-9]+ "));
   EXPECT_THAT(r.out, testing::ContainsRegex("time to first token: [0-9.]+ ms"));
   CliRun llama = Spatial("model --config=llama-3.2-1b --prefill=128 --target=blackhole_p150");
