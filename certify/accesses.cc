@@ -145,12 +145,27 @@ class AccessPass {
   }
 
   // Whether every page of `index` is the same for items that differ only in `axis`: each stage writing it is a Load
-  // with a direct origin that takes no step on the axis, from a tensor no stage of the section stores to.
+  // with a direct origin that takes no step on the axis, from a tensor no stage of the section stores to — or a
+  // compute stage (a Generic or a MatmulTiles: neither sees the item) whose every input is itself the same along the
+  // axis (a run-time position's guarded row, computed per item from one loaded tile). A page among its own producers'
+  // inputs (a carried update) holds by induction from its other writers.
   bool SameAlong(BufferId index, AddrVar axis) const {
+    std::vector<BufferId> visiting;
+    return SameAlong(index, axis, visiting);
+  }
+  bool SameAlong(BufferId index, AddrVar axis, std::vector<BufferId>& visiting) const {
+    if (std::find(visiting.begin(), visiting.end(), index) != visiting.end()) return true;
+    visiting.push_back(index);
     bool written = false;
     for (const Stage& st : s_.stages) {
       if (std::find(st.outs.begin(), st.outs.end(), index) == st.outs.end()) continue;
       written = true;
+      if (std::holds_alternative<Generic>(st.op) || std::holds_alternative<MatmulTiles>(st.op)) {
+        for (BufferId in : st.ins) {
+          if (!SameAlong(in, axis, visiting)) return false;
+        }
+        continue;
+      }
       const auto* w = std::get_if<Load>(&st.op);
       if (w == nullptr || w->pattern.origin.indirect || TileForm(w->pattern).Uses(axis)) return false;
       for (const Stage& other : s_.stages) {

@@ -16,7 +16,6 @@
 #include "spatial/builder.h"
 #include "spatial/checked.h"
 #include "spatial/maps.h"
-#include "spatial/semantics/affine.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -119,18 +118,6 @@ absl::StatusOr<FlashOperands> AddFlashOperands(Template& t, const AttentionNames
     ops.v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
   }
   return ops;
-}
-
-void MulticastSharedPrologue(Template& t, LoopVar axis) {
-  const AddrVar var = axis == LoopVar::kItemX ? AddrVar::kItemX : AddrVar::kItemY;
-  for (StageId i = 0; i < static_cast<StageId>(t.section().stages.size()); ++i) {
-    const Stage& st = t.section().stages[i];
-    const auto* ld = std::get_if<Load>(&st.op);
-    if (ld != nullptr && st.phase == Phase::kPrologue && ld->multicast == LoopVar::kUnspecified &&
-        !ld->pattern.origin.indirect && !TileForm(ld->pattern).Uses(var)) {
-      t.SetMulticast(i, axis);
-    }
-  }
 }
 
 std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler,

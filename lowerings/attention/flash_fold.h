@@ -83,11 +83,7 @@ struct FlashOperands {
 absl::StatusOr<FlashOperands> AddFlashOperands(Template& t, const AttentionNames& names, const FlashGeometry& g,
                                                const FoldItems& fi, Precision precision);
 
-// ★ ITEMS THAT READ ONE TILE SHARE IT: every prologue Load of `t` (not yet multicast, not a gather) whose block takes
-// no step on `axis` is marked multicast along it (DESIGN §3.4), so the machine reads it once for the items of a
-// group instead of once per item from one DRAM channel (64 parts of a split decode reading one tile of P took ~8 us,
-// issue #12). The meaning is unchanged.
-void MulticastSharedPrologue(Template& t, LoopVar axis);
+// MulticastSharedPrologue (a prologue tile every item of a group reads, multicast): lowerings/toolkit/common.h.
 
 // The running maximum's update, the fold's and the split combine's (flash_split.h) alike: stages "new_max"
 // (m' = max(m_run, m_in) per row, the NaN-ignoring pool; `scaler` the reduce engine's ones tile) and "rescale"

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "spatial/checked.h"
+#include "spatial/semantics/affine.h"
 #include "spatial/semantics/footprint.h"
 #include "spatial/maps.h"
 
@@ -258,6 +259,18 @@ void WireFirstReaders(Template& t) {
     }
   }
   for (const Edge& e : edges) t.AddEdge(e.from, e.buffer, e.to);
+}
+
+void MulticastSharedPrologue(Template& t, LoopVar axis) {
+  const AddrVar var = axis == LoopVar::kItemX ? AddrVar::kItemX : AddrVar::kItemY;
+  for (StageId i = 0; i < static_cast<StageId>(t.section().stages.size()); ++i) {
+    const Stage& st = t.section().stages[i];
+    const auto* ld = std::get_if<Load>(&st.op);
+    if (ld != nullptr && st.phase == Phase::kPrologue && ld->multicast == LoopVar::kUnspecified &&
+        !ld->pattern.origin.indirect && !TileForm(ld->pattern).Uses(var)) {
+      t.SetMulticast(i, axis);
+    }
+  }
 }
 
 absl::StatusOr<Composition> FinishSection(Template& t, std::string name, std::vector<WorkItem> items,

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "certify/certify.h"
 #include "gtest/gtest.h"
 #include "spatial/maps.h"
 #include "tests/lowerings/three_way.h"
@@ -141,6 +142,28 @@ TEST(RopeTest, DenseRowsOfAPrefill) {
     cases.push_back({"wormhole_n150", {64, 256, 32, 32, 40, named}, "dense", 2});
   }
   CheckRopes(cases);
+}
+
+// The heads of a row turn by one table row, so its tables are read once and multicast along ITEM_X (the head) —
+// with a literal position or a named one (its guarded row is computed per item from the one position tile, which
+// the certifier proves the same along the axis). A prefill's 32-row dense items and a decode step's heads alike.
+TEST(RopeTest, TheHeadsOfARowShareItsTables) {
+  for (bool named : {false, true}) {
+    for (const Rope& r : {Rope{128, 128, 64, 32, 64, named}, Rope{16, 128, 64, 1, 512, named}}) {
+      const proto::OpSpec spec = RopeSpec(r, 7);
+      SCOPED_TRACE(spec.ShortDebugString());
+      absl::StatusOr<Composition> c = Lower(spec, Shipped("wormhole_n150"));
+      ASSERT_TRUE(c.ok()) << c.status();
+      const Section& s = c->sections.back();
+      for (const char* name : {"load_rc", "load_rs"}) {
+        const int i = s.FindStage(name);
+        ASSERT_GE(i, 0) << name;
+        EXPECT_EQ(std::get<Load>(s.stages[i].op).multicast, LoopVar::kItemX) << name;
+      }
+      const CertifyResult cert = Certify(*c, Shipped("wormhole_n150"));
+      EXPECT_TRUE(cert.ok()) << (cert.ok() ? "" : cert.diagnostics[0].message());
+    }
+  }
 }
 
 TEST(RopeTest, CacheAtBothEdges) {
