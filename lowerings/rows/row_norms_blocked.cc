@@ -99,154 +99,138 @@ absl::StatusOr<Composition> BlockedL2Norm(const proto::OpSpec& spec, const Targe
                        ApproxIn("per-head l2 normalization", p), target);
 }
 
-// The flat twin with the HEAD as the work item: y[h, i] = x[h, i] * w[i] * rsqrt(mean_i x[h, i]^2 + eps). The
-// weight is a per-COLUMN table shared by every head, so its tile address does not move with the item.
-absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Target& target) {
+namespace {
+
+// A per-head rmsnorm's spec, checked: the plain RMS reduction (no residual, no bias), whole-tile heads that fit an
+// accumulator page, operands [x, weight?].
+struct HeadRms {
+  std::vector<OperandRef> ops;
+  int64_t rows = 0;  // heads, all told
+  int64_t cols = 0;  // a head's width
+  int64_t n = 0;     // rows * cols
+  int64_t head_t = 1;
+  int64_t eps = 0;  // nano units
+  Precision p = Precision::kBf16;
+};
+
+absl::StatusOr<HeadRms> CheckHeadRms(const proto::OpSpec& spec, const Target& target) {
   const auto& fr = spec.fused_row();
   if (fr.reduce() != proto::FusedRowSpec::RMS_NORM || fr.residual() || fr.bias()) {
     return NotLowered("a per-head rmsnorm with a residual, a bias or another reduction");
   }
-  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "fused_row", fr.weight() ? 2 : 1));
+  HeadRms h;
+  ASSIGN_OR_RETURN(h.ops, OperandsOf(spec, "fused_row", fr.weight() ? 2 : 1));
   RETURN_IF_ERROR(CheckElements("fused_row", "rows", fr.rows()));
   RETURN_IF_ERROR(CheckElements("fused_row", "cols", fr.cols()));
-  ASSIGN_OR_RETURN(int64_t eps, EpsNano("fused_row", fr.eps()));
+  ASSIGN_OR_RETURN(h.eps, EpsNano("fused_row", fr.eps()));
   RETURN_IF_ERROR(RequireFp32Accumulator("a row reduction", target));
-  const int64_t rows = fr.rows();
-  const int64_t cols = fr.cols();
-  RETURN_IF_ERROR(CheckHeadIsItem("rmsnorm", cols, target));
-  const int64_t n = rows * cols;
-  const int64_t head_t = TilesOf(cols, target);
-  ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
-  const Precision acc = Precision::kFp32;
-  Template t(target.tile_rows(), target.tile_cols());
-  ASSIGN_OR_RETURN(TensorInit init, InitOf(ops[0].fill, n));
-  TensorId xt = t.AddTensor(ops[0].name, TensorRole::kInput, 1, n, p, std::move(init));
-  TensorId yt = t.AddTensor(spec.out(), TensorRole::kOutput, 1, n, p, TensorInit::Zero());
-  TensorId ones = t.AddTensor(absl::StrCat(spec.out(), "__rms_scaler"), TensorRole::kParam, target.tile_rows(),
-                              target.tile_cols(), p, TensorInit::ConstF(1.0));
-  // One head an item, each page filled once: one page of everything.
-  BufferId xin = t.AddBufferDeep("in_x", 1, head_t, p);
-  BufferId oin = t.AddBufferDeep("in_scaler", 1, 1, p);
-  BufferId sq = t.AddScratchDeep("head_sq", 1, head_t, acc);
-  BufferId ssq = t.AddScratchDeep("head_ssq", 1, 1, acc);
-  BufferId inv = t.AddScratchDeep("head_inv", 1, 1, acc);
-  BufferId ob = t.AddBufferDeep("out", 1, head_t, p);
-  const std::vector<Term> step{{LoopVar::kItemX, head_t}};
-  StageId lx = t.AddLoadBlockAt("load_head", xt, 0, step, {.w = head_t, .pitch = head_t}, xin);
-  StageId lo = t.AddLoadBlockAt("load_scaler", ones, 0, {}, {}, oin);
-  const int64_t w = t.PageWidth(head_t);
-  const int64_t one = t.PageWidth(1);
-  StageId s_sq = t.AddGeneric("square", HeadSpace(1, cols), {xin, xin}, {Map2(0, cols, 1), Map2(0, cols, 1)},
-                              IdentMap(w), Mul(Op(0), Op(1)), sq);
-  StageId s_sum = t.AddGeneric("head_sum", HeadSpace(1, cols, IterKind::kReduceSum), {sq, oin},
-                               {Map2(0, w, 1), ConstMap()}, PerRowMap(one), Op(0), ssq);
-  // `over: cols` -- the divide by the head width happens ONCE, inside the transform, the arrangement from_fused_row
-  // documents and measured a bf16 ulp on when it did not.
-  StageId s_inv = t.AddGeneric("head_rsqrt", HeadSpace(1, target.tile_cols()), {ssq}, {PerRowMap(one)},
-                               PerRowMap(one), Unary(SfpuKind::Rsqrt(eps, cols), Op(0)), inv);
-  std::optional<std::pair<StageId, BufferId>> weight;
-  if (fr.weight()) {
-    ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, cols));
-    TensorId wt = t.AddTensor(ops[1].name, TensorRole::kParam, 1, cols, p, std::move(w_init));
-    BufferId b = t.AddBufferDeep("in_w", 1, head_t, p);
-    weight = {t.AddLoadBlockAt("load_w", wt, 0, {}, {.w = head_t, .pitch = head_t}, b), b};
-  }
-  std::vector<BufferId> ins{xin, inv};
-  std::vector<ElemAccess> maps{Map2(0, cols, 1), Fixed(0)};
-  Body body = Mul(Op(0), Op(1));
-  if (weight) {
-    ins.push_back(weight->second);
-    maps.push_back(Map2(0, cols, 1));
-    body = Mul(body, Op(2));
-  }
-  StageId s_out =
-      t.AddGeneric("rescale", HeadSpace(1, cols), std::move(ins), std::move(maps), IdentMap(w), body, ob);
-  StageId st = t.AddStoreBlock(absl::StrCat("store_", spec.out()), yt, 0, step, {.w = head_t, .pitch = head_t}, ob);
-  t.AddEdge(lx, xin, s_sq);
-  t.AddEdge(lo, oin, s_sum);
-  t.AddEdge(s_sq, sq, s_sum);
-  t.AddEdge(s_sum, ssq, s_inv);
-  t.AddEdge(s_inv, inv, s_out);
-  if (weight) t.AddEdge(weight->first, weight->second, s_out);
-  t.AddEdge(s_out, ob, st);
-  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head rmsnorm of ", rows, " heads of ", cols), rows));
-  return FinishSection(t, absl::StrCat("rmsnorm_heads_", rows, "x", cols), HeadItems(rows, head_t), acc,
-                       ApproxIn("per-head rmsnorm", p), target);
+  h.rows = fr.rows();
+  h.cols = fr.cols();
+  RETURN_IF_ERROR(CheckHeadIsItem("rmsnorm", h.cols, target));
+  ASSIGN_OR_RETURN(h.n, CheckedElements("a per-head rmsnorm", h.rows, h.cols));
+  h.head_t = TilesOf(h.cols, target);
+  ASSIGN_OR_RETURN(h.p, ElemPrecision(target));
+  return h;
 }
 
-absl::StatusOr<Composition> DenseHeadRms(const proto::OpSpec& spec, const Target& target) {
-  const auto& fr = spec.fused_row();
-  if (fr.reduce() != proto::FusedRowSpec::RMS_NORM || !fr.per_head() || fr.residual() || fr.bias()) {
-    return NotLowered("a dense per-head norm that is not a per-head rmsnorm without a residual or a bias");
-  }
-  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "fused_row", fr.weight() ? 2 : 1));
-  RETURN_IF_ERROR(CheckElements("fused_row", "rows", fr.rows()));
-  RETURN_IF_ERROR(CheckElements("fused_row", "cols", fr.cols()));
-  ASSIGN_OR_RETURN(int64_t eps, EpsNano("fused_row", fr.eps()));
-  RETURN_IF_ERROR(RequireFp32Accumulator("a row reduction", target));
-  const int64_t heads = fr.dense_heads();
-  const int64_t rows = fr.rows();
-  const int64_t cols = fr.cols();
-  RETURN_IF_ERROR(CheckDenseHeads(heads, rows));
-  if (heads < 1) return NotLowered("a dense per-head rmsnorm of no heads");  // 0 is the flat form's
-  RETURN_IF_ERROR(CheckHeadIsItem("rmsnorm", cols, target));
-  ASSIGN_OR_RETURN(const int64_t n, CheckedElements("a dense per-head rmsnorm", rows, cols));
-  const int64_t tokens = rows / heads;
-  const int64_t tr = target.tile_rows();
-  const int64_t head_t = TilesOf(cols, target);
-  const int64_t width_t = heads * head_t;  // at most n / tile: checked above
-  const int64_t rows_t = CeilDiv(tokens, tr);
-  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a dense per-head rmsnorm of ", tokens, " x ", heads, " heads"),
-                                 CheckedMul(rows_t, heads)));
-  ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
+// Where a per-head norm's items find their heads: x and the result are x_rows x x_cols; an item's page is
+// `page_rows` rows of one head, at tile `step` (over the item's coordinates) of a tensor `pitch` tiles wide.
+struct HeadLayout {
+  int64_t x_rows = 1;
+  int64_t x_cols = 1;
+  int64_t page_rows = 1;
+  int64_t pitch = 1;
+  std::vector<Term> step;
+  std::vector<WorkItem> items;
+  std::string name;
+};
+
+// The per-head rmsnorm's chain, one page of everything: square, head_sum (each row's sum of squares), head_rsqrt
+// (Rsqrt{eps, over cols}: the divide by the head width happens ONCE, inside the transform — the arrangement
+// from_fused_row documents, and measured a bf16 ulp off when it did not), rescale x * inv [* w], the weight a Param
+// per-column table every head and row reads.
+absl::StatusOr<Composition> HeadRmsSection(const proto::OpSpec& spec, const HeadRms& h, const HeadLayout& l,
+                                           const Target& target) {
   const Precision acc = Precision::kFp32;
-  Template t(tr, target.tile_cols());
-  ASSIGN_OR_RETURN(TensorInit init, InitOf(ops[0].fill, n));
-  const TensorId xt = t.AddTensor(ops[0].name, TensorRole::kInput, tokens, heads * cols, p, std::move(init));
-  const TensorId yt = t.AddTensor(spec.out(), TensorRole::kOutput, tokens, heads * cols, p, TensorInit::Zero());
-  const TensorId ones = t.AddTensor(absl::StrCat(spec.out(), "__rms_scaler"), TensorRole::kParam, tr,
-                                    target.tile_cols(), p, TensorInit::ConstF(1.0));
-  // Item (y, x): tile row y, head x — tile y * width_t + x * head_t, head_t tiles wide.
-  const std::vector<Term> step{{LoopVar::kItemY, width_t}, {LoopVar::kItemX, head_t}};
-  const BufferId xin = t.AddBufferDeep("in_x", 1, head_t, p);
-  const BufferId oin = t.AddBufferDeep("in_scaler", 1, 1, p);
-  t.AddLoadBlockAt("load_head", xt, 0, step, {.w = head_t, .pitch = width_t}, xin);
+  const int64_t tw = target.tile_cols();
+  Template t(target.tile_rows(), tw);
+  ASSIGN_OR_RETURN(TensorInit init, InitOf(h.ops[0].fill, h.n));
+  const TensorId xt = t.AddTensor(h.ops[0].name, TensorRole::kInput, l.x_rows, l.x_cols, h.p, std::move(init));
+  const TensorId yt = t.AddTensor(spec.out(), TensorRole::kOutput, l.x_rows, l.x_cols, h.p, TensorInit::Zero());
+  const TensorId ones = t.AddTensor(absl::StrCat(spec.out(), "__rms_scaler"), TensorRole::kParam, target.tile_rows(),
+                                    tw, h.p, TensorInit::ConstF(1.0));
+  const BufferId xin = t.AddBufferDeep("in_x", 1, h.head_t, h.p);
+  const BufferId oin = t.AddBufferDeep("in_scaler", 1, 1, h.p);
+  t.AddLoadBlockAt("load_head", xt, 0, l.step, {.w = h.head_t, .pitch = l.pitch}, xin);
   t.AddLoadBlockAt("load_scaler", ones, 0, {}, {}, oin);
-  const ElemAccess at = IdentMap(cols);  // (row r, column e of the head) in the page's plane
-  const BufferId sq = t.AddScratchDeep("head_sq", 1, head_t, acc);
-  t.AddGeneric("square", HeadSpace(tr, cols), {xin, xin}, {at, at}, at, Mul(Op(0), Op(1)), sq);
-  // Each row's sum of squares, then rsqrt(sum / cols + eps) — the divide once, inside the transform (over: cols).
+  const ElemAccess at = IdentMap(h.cols);  // (row r, column e of the head) in the page's plane
+  const ElemAccess per_row = PerRowMap(tw);
+  const BufferId sq = t.AddScratchDeep("head_sq", 1, h.head_t, acc);
+  t.AddGeneric("square", HeadSpace(l.page_rows, h.cols), {xin, xin}, {at, at}, at, Mul(Op(0), Op(1)), sq);
   const BufferId ssq = t.AddScratchDeep("head_ssq", 1, 1, acc);
-  t.AddGeneric("head_sum", HeadSpace(tr, cols, IterKind::kReduceSum), {sq, oin}, {at, ConstMap()},
-               PerRowMap(target.tile_cols()), Op(0), ssq);
+  t.AddGeneric("head_sum", HeadSpace(l.page_rows, h.cols, IterKind::kReduceSum), {sq, oin}, {at, ConstMap()}, per_row,
+               Op(0), ssq);
   const BufferId inv = t.AddScratchDeep("head_inv", 1, 1, acc);
-  t.AddGeneric("head_rsqrt", HeadSpace(tr, 1), {ssq}, {PerRowMap(target.tile_cols())}, PerRowMap(target.tile_cols()),
-               Unary(SfpuKind::Rsqrt(eps, cols), Op(0)), inv);
+  t.AddGeneric("head_rsqrt", HeadSpace(l.page_rows, 1), {ssq}, {per_row}, per_row,
+               Unary(SfpuKind::Rsqrt(h.eps, h.cols), Op(0)), inv);
   std::vector<BufferId> ins{xin, inv};
-  std::vector<ElemAccess> maps{at, PerRowMap(target.tile_cols())};
+  std::vector<ElemAccess> maps{at, per_row};
   Body body = Mul(Op(0), Op(1));
-  if (fr.weight()) {
-    ASSIGN_OR_RETURN(TensorInit w_init, InitOf(ops[1].fill, cols));
-    const TensorId wt = t.AddTensor(ops[1].name, TensorRole::kParam, 1, cols, p, std::move(w_init));
-    const BufferId wb = t.AddBufferDeep("in_w", 1, head_t, p);
-    t.AddLoadBlockAt("load_w", wt, 0, {}, {.w = head_t, .pitch = head_t}, wb);
+  if (spec.fused_row().weight()) {
+    ASSIGN_OR_RETURN(TensorInit w_init, InitOf(h.ops[1].fill, h.cols));
+    const TensorId wt = t.AddTensor(h.ops[1].name, TensorRole::kParam, 1, h.cols, h.p, std::move(w_init));
+    const BufferId wb = t.AddBufferDeep("in_w", 1, h.head_t, h.p);
+    t.AddLoadBlockAt("load_w", wt, 0, {}, {.w = h.head_t, .pitch = h.head_t}, wb);
     ins.push_back(wb);
     maps.push_back(ElemAccess{0, {{LoopVar::kCol, 1}}, std::nullopt});  // column e of the weight's row, every row
     body = Mul(body, Op(2));
   }
-  const BufferId ob = t.AddBufferDeep("out", 1, head_t, p);
-  t.AddGeneric("rescale", HeadSpace(tr, cols), std::move(ins), std::move(maps), at, body, ob);
-  t.AddStoreBlock(absl::StrCat("store_", spec.out()), yt, 0, step, {.w = head_t, .pitch = width_t}, ob);
+  const BufferId ob = t.AddBufferDeep("out", 1, h.head_t, h.p);
+  t.AddGeneric("rescale", HeadSpace(l.page_rows, h.cols), std::move(ins), std::move(maps), at, body, ob);
+  t.AddStoreBlock(absl::StrCat("store_", spec.out()), yt, 0, l.step, {.w = h.head_t, .pitch = l.pitch}, ob);
   WireFirstReaders(t);
-  std::vector<WorkItem> items;
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head rmsnorm of ", h.rows, " heads of ", h.cols),
+                                 static_cast<int64_t>(l.items.size())));
+  return FinishSection(t, l.name, l.items, acc, ApproxIn("per-head rmsnorm", h.p), target);
+}
+
+}  // namespace
+
+// The flat twin with the HEAD as the work item: y[h, i] = x[h, i] * w[i] * rsqrt(mean_i x[h, i]^2 + eps) over the
+// flat 1 x rows*cols row, a one-row page a head.
+absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Target& target) {
+  ASSIGN_OR_RETURN(const HeadRms h, CheckHeadRms(spec, target));
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head rmsnorm of ", h.rows, " heads of ", h.cols), h.rows));
+  return HeadRmsSection(spec, h,
+                        HeadLayout{.x_rows = 1, .x_cols = h.n, .page_rows = 1, .pitch = h.head_t,
+                                   .step = {{LoopVar::kItemX, h.head_t}}, .items = HeadItems(h.rows, h.head_t),
+                                   .name = absl::StrCat("rmsnorm_heads_", h.rows, "x", h.cols)},
+                        target);
+}
+
+absl::StatusOr<Composition> DenseHeadRms(const proto::OpSpec& spec, const Target& target) {
+  const auto& fr = spec.fused_row();
+  if (!fr.per_head()) return NotLowered("a dense-heads norm that is not per-head (per_head false)");
+  RETURN_IF_ERROR(CheckDenseHeads(fr.dense_heads(), fr.rows()));
+  const int64_t heads = fr.dense_heads();
+  if (heads < 1) return NotLowered("a dense per-head rmsnorm of no heads");  // 0 is the flat form's
+  ASSIGN_OR_RETURN(const HeadRms h, CheckHeadRms(spec, target));
+  const int64_t tokens = h.rows / heads;
+  const int64_t width_t = heads * h.head_t;  // at most n / tile: checked
+  const int64_t rows_t = CeilDiv(tokens, target.tile_rows());
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a dense per-head rmsnorm of ", tokens, " x ", heads, " heads"),
+                                 CheckedMul(rows_t, heads)));
+  // Item (y, x): tile row y, head x — tile y * width_t + x * head_t.
+  HeadLayout l{.x_rows = tokens, .x_cols = heads * h.cols, .page_rows = target.tile_rows(), .pitch = width_t,
+               .step = {{LoopVar::kItemY, width_t}, {LoopVar::kItemX, h.head_t}}, .items = {},
+               .name = absl::StrCat("rmsnorm_dense_heads_", tokens, "x", heads, "x", h.cols)};
   for (int64_t y = 0; y < rows_t; ++y) {
-    for (int64_t h = 0; h < heads; ++h) {
-      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = h,
-                               .out = TileRect{.row0_t = y, .col0_t = h * head_t, .w_t = head_t}});
+    for (int64_t x = 0; x < heads; ++x) {
+      l.items.push_back(WorkItem{.id = static_cast<int64_t>(l.items.size()), .y = y, .x = x,
+                                 .out = TileRect{.row0_t = y, .col0_t = x * h.head_t, .w_t = h.head_t}});
     }
   }
-  return FinishSection(t, absl::StrCat("rmsnorm_dense_heads_", tokens, "x", heads, "x", cols), std::move(items), acc,
-                       ApproxIn("per-head rmsnorm", p), target);
+  return HeadRmsSection(spec, h, l, target);
 }
 
 namespace {

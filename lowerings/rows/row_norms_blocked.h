@@ -30,8 +30,8 @@ absl::StatusOr<Composition> BlockedHeadRms(const proto::OpSpec& spec, const Targ
 // tile row y of head x, a page of cols / TC tiles whose every row is a token — where the flat form's item is one
 // head of one token, a tile of which one row is live — and the heads stay where the projection put them, so no
 // relayout comes before or after. The same stages as BlockedHeadRms over the page's rows. Section
-// "rmsnorm_dense_heads_{T}x{H}x{cols}". Refuses a residual or a bias, a dense_heads that does not divide rows, and
-// heads that are not whole tiles or wider than the accumulator.
+// "rmsnorm_dense_heads_{T}x{H}x{cols}". Refuses what BlockedHeadRms refuses, a spec that is not per_head, and a
+// dense_heads that does not divide rows (InvalidArgument).
 absl::StatusOr<Composition> DenseHeadRms(const proto::OpSpec& spec, const Target& target);
 
 // OpSpec.fused_row, streamed. ★ A ROW REDUCTION OVER A ROW THAT DOES NOT FIT IS NOT A HARDER REDUCTION -- IT IS A

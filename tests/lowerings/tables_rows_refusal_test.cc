@@ -211,11 +211,11 @@ TEST(TablesRowsRefusalTest, DensePerHeadRmsRefusals) {
   EXPECT_EQ(RefusalOf(dense(Row(8, 40, proto::FusedRowSpec::RMS_NORM, true, false, false, true), 2), t),
             "NotLowered: a rmsnorm per head whose heads of 40 are wider than the accumulator holds");
   for (const proto::OpSpec& s : {Row(8, 16, proto::FusedRowSpec::RMS_NORM, true, true, false, true),
-                                 Row(8, 16, proto::FusedRowSpec::LAYER_NORM, true, false, true, true),
-                                 Row(8, 16, proto::FusedRowSpec::RMS_NORM, true, false, false, false)}) {
-    EXPECT_EQ(RefusalOf(dense(s, 2), t), "NotLowered: a dense per-head norm that is not a per-head rmsnorm without a "
-                                         "residual or a bias");
+                                 Row(8, 16, proto::FusedRowSpec::LAYER_NORM, true, false, true, true)}) {
+    EXPECT_EQ(RefusalOf(dense(s, 2), t), "NotLowered: a per-head rmsnorm with a residual, a bias or another reduction");
   }
+  EXPECT_EQ(RefusalOf(dense(Row(8, 16, proto::FusedRowSpec::RMS_NORM, true, false, false, false), 2), t),
+            "NotLowered: a dense-heads norm that is not per-head (per_head false)");
 }
 
 // The flat chains' planes are rows x cols in one tile-high page: more rows than a tile has is refused.
