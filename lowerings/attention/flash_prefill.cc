@@ -141,14 +141,18 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const int64_t chunks = fi.tiles_q / qc;
   // Grouped, item y's chunk and head in its group index the query and the result through a table (not affine in
   // y): element y * tile holds chunk * qc * heads + i, the head's first tile in units of a head's tiles.
-  auto head_at = [&](const std::string& stream, std::vector<Term> steps, int64_t base, int64_t tile_stride,
-                     int64_t w, int64_t pitch) {
+  std::optional<TensorId> at_t;
+  if (grouped) {
     std::vector<int64_t> at(static_cast<size_t>(chunks * group * tw), 0);
     for (int64_t y = 0; y < chunks * group; ++y) at[y * tw] = (y / group) * qc * fi.per_row + y % group;
-    const TensorId at_t = t.AddTensor(absl::StrCat(names.out, "__flash_head_at"), TensorRole::kParam, 1,
-                                      chunks * group * tw, ix, TensorInit::Values(std::move(at)));
+    at_t = t.AddTensor(absl::StrCat(names.out, "__flash_head_at"), TensorRole::kParam, 1, chunks * group * tw, ix,
+                       TensorInit::Values(std::move(at)));
+  }
+  // Each stream reads the table into its own index page (an index page has one reader).
+  auto head_at = [&](const std::string& stream, std::vector<Term> steps, int64_t base, int64_t tile_stride,
+                     int64_t w, int64_t pitch) {
     const BufferId b = t.AddBufferDeep(absl::StrCat("in_", stream, "_at"), 1, 1, ix);
-    t.AddLoadBlockAt(absl::StrCat("load_", stream, "_at"), at_t, 0, {{LoopVar::kItemY, 1}}, {}, b);
+    t.AddLoadBlockAt(absl::StrCat("load_", stream, "_at"), *at_t, 0, {{LoopVar::kItemY, 1}}, {}, b);
     const int64_t hi = (chunks - 1) * qc * fi.per_row + group - 1;
     return AccessPattern{TileAddr{base, std::move(steps), IndirectTile{b, tile_stride, 0, hi}}, qc, w, 1, pitch};
   };
@@ -238,7 +242,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   }
 
   // ── The body, once per block: block b of K/V head v is tile rows [b*kb, (b+1)*kb) of the cache from tile
-  // v * head_t, the same block for every chunk of the head (multicast along ITEM_Y).
+  // v * head_t, the same block for every chunk of the head — grouped, of the group (multicast along ITEM_Y).
   t.SetPhase(body_phase);
   if (fold) t.Fold(lead);
   const BufferId k_in = t.AddBufferDeep("in_k", 2, kb * head_t, precision);
@@ -249,8 +253,8 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const BufferId m_blk = t.AddScratchDeep("block_max", 1, 1, acc);
   const BufferId p_buf = t.AddScratchDeep("probs", 1, qc * kb, mat);
   const BufferId l_blk = t.AddScratchDeep("block_sum", 1, 1, acc);
-  // One block's chain, its stages named with `sfx`: the fold's block (the K/V loads step on the fold; masked with
-  // the carried start when the fold takes every block) or — `at` — an edge block at its literal block index.
+  // One block's chain, its stages and index pages named by `chain` (0: the fold's block, whose K/V loads step on the
+  // fold, masked with the carried start when the fold takes every block; 1 + e: edge e, at literal block `at`).
   auto add_block = [&](int64_t chain, std::optional<int64_t> at, const FoldMask& mk) {
     const std::string sfx = chain_suffix(chain);
     auto nm = [&sfx](const std::string& n) { return absl::StrCat(n, sfx); };
@@ -333,9 +337,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // ★ THE MASK ONLY ON THE EDGE. A range's first rows see its first `lead` blocks whole, so those fold unmasked and
   // the `edges` blocks after them — where some row's limit falls — run each once, masked, at their literal starts
   // (tt-metal masks only its diagonal chunks). Without edges every block is masked with the carried start.
-  FoldMask lead_mask = mask;
-  if (range.edges > 0) lead_mask = FoldMask{};
-  add_block(0, std::nullopt, lead_mask);
+  add_block(0, std::nullopt, range.edges > 0 ? FoldMask{} : mask);
   AddNextStart(t, mask, blocks * kb, kb * tr);
   if (range.edges > 0) {
     t.SetPhase(epilogue_phase);
@@ -363,7 +365,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     }
   }
   WireFirstReaders(t);
-  // The heads of a chunk read the same scaler and limit tables (no step on ITEM_X, the head).
+  // The items of a chunk read the same scaler, limit and head tables (no step on ITEM_X).
   MulticastSharedPrologue(t, LoopVar::kItemX);
 
   std::vector<WorkItem> items;

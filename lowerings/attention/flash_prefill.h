@@ -11,9 +11,13 @@
 // P = e^(scale * (S - m')) (scale > 0 keeps the maximum's position), as tt-metal's SDPA computes it.
 // The probabilities and the output are elementwise pages, which stream through Dst (DstPolicy::kStreamed).
 //
-// ★ ONE K/V STREAM FOR A HEAD'S CHUNKS. Every chunk of head x reads the same block b of its K/V head (kv_of(x), read
-// from a table: not affine in x), so the loads are multicast along ITEM_Y (DESIGN §3.4): the machine reads a block
-// once for the chunks that run together and sends it over the NoC. The meaning is unchanged.
+// ★ ONE K/V STREAM FOR A GROUP'S CHUNKS AND HEADS. Where query heads share a K/V head in contiguous groups (and no
+// sink is read per head), item (y, x) is query head x * group + y % group over chunk y / group: every item of K/V
+// head x reads block b at an address affine in x, so the loads are multicast along ITEM_Y (DESIGN §3.4) to the
+// chunks and the group's heads that run together; the query and the result are addressed through a table. Otherwise
+// item (y, x) is chunk y of head x, which reads its K/V head from a table (kv_of(x): not affine in x), multicast to
+// the head's chunks. The machine reads a block once for its group and sends it over the NoC; the meaning is
+// unchanged.
 //
 // ★ CAUSAL TRIPS BY QUERY RANGE. A chunk sees only the blocks below its last row's limit. The chunks are cut into
 // ranges, one section each; a section folds exactly the blocks its last row can see (a literal count), so the
