@@ -22,7 +22,9 @@ std::optional<proto::Diagnostic> DiagnosticOf(const absl::Status& st) {
 }
 
 DiagWhere DiagWhere::Composition(const std::string& name) {
-  return DiagWhere{absl::StrCat("composition '", name, "' ")};
+  DiagWhere w;
+  w.text = absl::StrCat("composition '", name, "' ");
+  return w;
 }
 
 DiagWhere DiagWhere::Section(const std::string& name, int index) const {

@@ -127,7 +127,7 @@ absl::StatusOr<Composition> MlaRows(const proto::OpSpec& spec, const MlaShape& s
   // ★ A PREFILL'S ABSORBED QUERY IS A PRODUCT PER HEAD: T rows of q_nope[h] against W_uk[h], on the matrix engine.
   parts.push_back(TileHeadMatmulRows(HeadMatmulTiles{.x = ops[0], .x_every = s.q_every(), .x_from = 0, .w = ops[1],
                                                      .out = name("qlat"), .heads = s.heads, .a = s.nope,
-                                                     .b = s.rank},
+                                                     .b = s.rank, .scaler = {}},
                                      T, target));
   parts.push_back(DenseQuery(internal("qlat"), ops[0], name("q"), s, precision, target));
 
@@ -149,7 +149,7 @@ absl::StatusOr<Composition> MlaRows(const proto::OpSpec& spec, const MlaShape& s
   // Each head's latent context through W_uv[h], over the rows.
   parts.push_back(TileHeadMatmulRows(HeadMatmulTiles{.x = internal("ctx"), .x_every = s.rank, .x_from = 0,
                                                      .w = ops[3], .out = out, .heads = s.heads, .a = s.rank,
-                                                     .b = s.vd},
+                                                     .b = s.vd, .scaler = {}},
                                      T, target));
   std::vector<Composition> sections;
   for (absl::StatusOr<Composition>& part : parts) {

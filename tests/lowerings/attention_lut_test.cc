@@ -134,8 +134,11 @@ TEST(AttentionLutTest, PositionsPastPChangeNothing) {
   const TensorData& w = after->at("y_weights");
   for (int64_t head = 0; head < c.h; ++head) {
     for (int64_t j = 0; j < c.l; ++j) {
-      if (j >= c.p) EXPECT_EQ(w.values[head * c.l + j], 0.0) << head << "," << j;
-      if (j < c.p) EXPECT_GT(w.values[head * c.l + j], 0.0) << head << "," << j;
+      if (j >= c.p) {
+        EXPECT_EQ(w.values[head * c.l + j], 0.0) << head << "," << j;
+      } else {
+        EXPECT_GT(w.values[head * c.l + j], 0.0) << head << "," << j;
+      }
     }
   }
 }
