@@ -189,6 +189,8 @@ absl::StatusOr<Composition> HeadRmsSection(const proto::OpSpec& spec, const Head
   t.AddGeneric("rescale", HeadSpace(l.page_rows, h.cols), std::move(ins), std::move(maps), at, body, ob);
   t.AddStoreBlock(absl::StrCat("store_", spec.out()), yt, 0, l.step, {.w = h.head_t, .pitch = l.pitch}, ob);
   WireFirstReaders(t);
+  // Every head reads the same scaler and weight (no step on ITEM_X): read once and multicast to the heads.
+  MulticastSharedPrologue(t, LoopVar::kItemX);
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a per-head rmsnorm of ", h.rows, " heads of ", h.cols),
                                  static_cast<int64_t>(l.items.size())));
   return FinishSection(t, l.name, l.items, acc, ApproxIn("per-head rmsnorm", h.p), target);

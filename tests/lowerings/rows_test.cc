@@ -201,6 +201,13 @@ TEST(RowsTest, DensePerHeadRmsMatchesReference) {
     EXPECT_EQ(t.rows, 40) << name;
     EXPECT_EQ(t.cols, 16 * 128) << name;
   }
+  // Every head reads the same scaler and weight: multicast to the heads (ITEM_X); each reads its own x.
+  for (const auto& [name, axis] : std::vector<std::pair<const char*, LoopVar>>{
+           {"load_scaler", LoopVar::kItemX}, {"load_w", LoopVar::kItemX}, {"load_head", LoopVar::kUnspecified}}) {
+    const int i = sec.FindStage(name);
+    ASSERT_GE(i, 0) << name;
+    EXPECT_EQ(std::get<Load>(sec.stages[i].op).multicast, axis) << name;
+  }
 }
 
 // The streamed form's sum is a matmul against a Param of ones, and its base keeps x's own fill (★ AND WITH ITS REAL
