@@ -156,15 +156,18 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     const int64_t hi = (chunks - 1) * qc * fi.per_row + group - 1;
     return AccessPattern{TileAddr{base, std::move(steps), IndirectTile{b, tile_stride, 0, hi}}, qc, w, 1, pitch};
   };
-  // ★ HEAD x READS K/V HEAD x / group: not affine in x, so each item reads its K/V head from a table (one tile per
-  // query head, the K/V head in element 0), once for each of the two streams (an index page has one reader).
-  std::vector<int64_t> kv_of(static_cast<size_t>(fi.per_row * tw), 0);
-  for (int64_t h = 0; h < fi.per_row; ++h) kv_of[h * tw] = g.q.kv_of(h);
-  const TensorId kv_t = t.AddTensor(absl::StrCat(names.out, "__flash_kv_head"), TensorRole::kParam, 1,
-                                    fi.per_row * tw, ix, TensorInit::Values(std::move(kv_of)));
+  // ★ UNGROUPED, HEAD x READS K/V HEAD x / group: not affine in x, so each item reads its K/V head from a table (one
+  // tile per query head, the K/V head in element 0), once for each of the two streams (an index page has one reader).
+  std::optional<TensorId> kv_t;
+  if (!grouped) {
+    std::vector<int64_t> kv_of(static_cast<size_t>(fi.per_row * tw), 0);
+    for (int64_t h = 0; h < fi.per_row; ++h) kv_of[h * tw] = g.q.kv_of(h);
+    kv_t = t.AddTensor(absl::StrCat(names.out, "__flash_kv_head"), TensorRole::kParam, 1, fi.per_row * tw, ix,
+                       TensorInit::Values(std::move(kv_of)));
+  }
   auto kv_index = [&](const std::string& stream) {
     const BufferId b = t.AddBufferDeep(absl::StrCat("in_kv_", stream), 1, 1, ix);
-    t.AddLoadBlockAt(absl::StrCat("load_kv_", stream), kv_t, 0, {{LoopVar::kItemX, 1}}, {}, b);
+    t.AddLoadBlockAt(absl::StrCat("load_kv_", stream), *kv_t, 0, {{LoopVar::kItemX, 1}}, {}, b);
     return b;
   };
   // Each block chain's loads read their own index pages: chain 0 the fold's, chain 1 + e edge e's. Grouped, item x

@@ -101,7 +101,13 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     }
     EXPECT_GE(multicast, 2);
     EXPECT_EQ(s->items.size() % static_cast<size_t>(c.h), 0u);
-    // Grouped, the K/V blocks step on ITEM_X (the K/V head) and read no head table.
+    // Grouped, the K/V blocks step on ITEM_X (the K/V head) and read no head table, which the section then lacks.
+    auto has_table = [&](const char* suffix) {
+      return std::any_of(s->tensors.begin(), s->tensors.end(),
+                         [&](const Tensor& t) { return absl::EndsWith(t.name, suffix); });
+    };
+    EXPECT_EQ(has_table("__flash_kv_head"), !grouped);
+    EXPECT_EQ(has_table("__flash_head_at"), grouped);
     for (const Stage& st : s->stages) {
       const auto* ld = std::get_if<Load>(&st.op);
       if (ld == nullptr || !(st.name == "load_k" || st.name == "load_v")) continue;
