@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "spatial/builder.h"
 #include "spatial/checked.h"
 #include "spatial/maps.h"
+#include "spatial/semantics/footprint.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
@@ -74,6 +76,36 @@ absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
 
 }  // namespace
 
+bool ReadsBlocksWhole(const FlashGeometry& g, int64_t tile_rows) {
+  return g.grouped || g.q.rows == 1 || !(g.limit.has_value() || g.l % tile_rows != 0 || g.window.has_value());
+}
+
+absl::StatusOr<int64_t> FoldBlockTiles(const FlashGeometry& g, const Target& target, int64_t tiles) {
+  const int64_t tr = target.tile_rows();
+  const int64_t most = std::min(RowBlockTiles(target), std::max<int64_t>(1, tiles));
+  if (g.kv_chunk > 0) {
+    const int64_t kb = g.kv_chunk / tr;
+    if (g.kv_chunk % tr != 0 || tiles % kb != 0 || kb > most || (kb > 1 && !ReadsBlocksWhole(g, tr))) {
+      return NotLowered(absl::StrCat(
+          "a flash fold in blocks of ", g.kv_chunk, " positions over ", tiles, " tile rows of ", tr,
+          " (a block is whole tile rows that divide them, at most the accumulator's ", RowBlockTiles(target),
+          " tiles, and more than one only where a query tile's rows share their limit)"));
+    }
+    return kb;
+  }
+  if (!ReadsBlocksWhole(g, tr)) return 1;
+  // ★ 128 POSITIONS A BLOCK, tt-metal's decode k_chunk_size up to position 1024 (sdpa_test_utils.get_chunk_size):
+  // the per-block chain runs a quarter as often as one tile row's on Wormhole, and a run-time position reads at most
+  // a block past itself. Measured on Qwen3-8B's decode (wormhole_n150, cache 32768): 4 tile rows beat 8 at position
+  // 1024 (47 k against 63 k cycles, the wider block reading twice what it needs) and tie at 4096 and 16384.
+  for (int64_t d = std::min(most, std::max<int64_t>(1, 128 / tr)); d > 1; --d) {
+    if (tiles % d == 0) return d;
+  }
+  return 1;
+}
+
+double FoldExpScale(const FlashGeometry& g) { return g.cap.has_value() || !(g.scale > 0.0) ? 1.0 : g.scale; }
+
 ElemAccess StatMap(int64_t cols, int64_t tile_cols) {
   return cols == 1 ? PerRowMap(tile_cols) : Terms({{LoopVar::kRow, tile_cols}, {LoopVar::kCol, 1}});
 }
@@ -121,9 +153,9 @@ absl::StatusOr<FlashOperands> AddFlashOperands(Template& t, const AttentionNames
 }
 
 std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId m_in, BufferId scaler,
-                                           int64_t cols, double scale, std::string_view suffix) {
+                                           int64_t cols, double scale, std::string_view suffix, int64_t rows) {
   const std::string sfx(suffix);  // absl::StrCat here takes no string_view
-  const int64_t tr = t.tile_rows();
+  const int64_t tr = rows > 0 ? rows : t.tile_rows();
   const int64_t w1 = t.tile_cols();
   const ElemAccess stat = StatMap(cols, w1);
   // m'[r] = max(m[r], m_in[r]), the NaN-ignoring pool over the pair (K picks which, for several query tiles).
@@ -150,6 +182,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const int64_t tw = target.tile_cols();
   const FoldItems fi = FoldItemsOf(g, tr);
   RETURN_IF_ERROR(CheckGeometry(g, target));
+  const int64_t qr = LiveTileRows(g, fi, tr);
   const int64_t head_t = g.hd / tw;
   const int64_t width_t = fi.per_row * head_t;
   // ★ THE VALUES FOLD AN ACCUMULATOR PAGE AT A TIME. A row's running output is vd wide; past a page it is nv blocks
@@ -172,18 +205,28 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const int64_t out_width_t = fi.per_row * part_t;
   auto part = [nv](const std::string& name, int64_t j) { return nv == 1 ? name : absl::StrCat(name, j); };
   const int64_t nb = CeilDiv(g.l, tr);
+  const bool masked = g.limit.has_value() || g.l % tr != 0 || g.window.has_value();
   // ★ A SPLIT FOLD DEALS THE BLOCKS ROUND ROBIN: part c folds blocks c, c + split, ...; all parts run one trip.
   const int64_t split = g.split;
-  const int64_t nb_fold = nb / split;
+  ASSIGN_OR_RETURN(const int64_t kb, FoldBlockTiles(g, target, nb / split));
+  const int64_t nb_fold = nb / (split * kb);
   // One block needs no fold: the body's and the epilogue's stages run once, as prologue stages.
   const bool fold = nb_fold > 1;
   const Phase body_phase = fold ? Phase::kBody : Phase::kPrologue;
   const Phase epilogue_phase = fold ? Phase::kEpilogue : Phase::kPrologue;
+  // ★ THE VALUE PRODUCT ON THE MATRIX ENGINE where no query row can see a position another row of its tile cannot:
+  // its block's values are read whole (masked where no row sees them, so 0 * NaN never arises), and P · V is one
+  // tile product accumulated onto the running output (tt-metal's SDPA). Else the guarded contraction below reads
+  // only the live positions of each row.
+  const bool tile_values = kb > 1;
 
   ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
   RETURN_IF_ERROR(RequireFp32Accumulator("the flash fold's running softmax", target));
   const Precision acc = Precision::kFp32;
-  const bool masked = g.limit.has_value() || g.l % tr != 0 || g.window.has_value();
+  // The tile products take the operands as they are stored: the matrix engine's format must be the datapath's.
+  if (target.matrix_in() != std::optional<Precision>(precision)) {
+    return NotLowered("a flash fold on a target whose matrix engine does not take its elementwise format");
+  }
   if (masked) RETURN_IF_ERROR(DatapathPrecision(Datapath::kInt, target).status());
   ASSIGN_OR_RETURN(const Precision ix, target.index_precision_for(g.rows + fi.tiles_q * tr));
   const int64_t w1 = tw;
@@ -198,10 +241,9 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const TensorId k = ops.k;
   const std::optional<TensorId> v = ops.v;
   // Split: the parts' partials are the fold's results, and the combine writes names.out.
-  const std::optional<TensorId> c =
-      g.split > 1 ? std::nullopt
-                  : std::optional<TensorId>(t.AddTensor(names.out, TensorRole::kOutput, fi.rows, out_width, precision,
-                                                        TensorInit::Zero()));
+  const TensorId c = g.split > 1 ? TensorId{-1}
+                                  : t.AddTensor(names.out, TensorRole::kOutput, fi.rows, out_width, precision,
+                                                TensorInit::Zero());
 
   // ── The prologue, once per item: the scaler, the query tile, and each row's limit.
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
@@ -209,31 +251,53 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
   // Item y is tile row y / per_row, head y mod per_row of the dense queries: linear tile y * head_t.
   t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, head_t}}, {.w = head_t, .pitch = width_t}, q_in);
-  ASSIGN_OR_RETURN(FoldMask mask, AddRowLimits(t, names, g, fi, nb, ix));
+  ASSIGN_OR_RETURN(FoldMask mask, AddRowLimits(t, names, g, fi, nb_fold, kb, ix));
+  // Tile row i of a block starts at position i * tile of it: the table of those offsets, for the values' mask.
+  const bool mask_values = tile_values && mask.masked;
+  std::optional<BufferId> offsets;
+  if (mask_values && kb > 1) {
+    std::vector<int64_t> at(static_cast<size_t>(tw), 0);
+    for (int64_t i = 0; i < kb; ++i) at[i] = i * tr;
+    const TensorId offsets_t = t.AddTensor(absl::StrCat(names.out, "__flash_tile_offsets"), TensorRole::kParam, 1,
+                                           tw, ix, TensorInit::Values(std::move(at)));
+    offsets = t.AddBufferDeep("in_tile_offsets", 1, 1, ix);
+    t.AddLoadBlockAt("load_tile_offsets", offsets_t, 0, {}, {}, *offsets);
+  }
 
   // The carried state, and its first page: the empty softmax (m = MASKED, s = 0, O = 0) — or, with sinks, each row's
   // sink as its maximum and a sum of one.
   // ★ A SINK IS THE RUNNING SOFTMAX'S FIRST TERM: every block's update carries the sink's e^(sink - m) to the end,
   // and it takes no value.
-  const BufferId m_run = t.AddScratchDeep("run_max", 2, 1, acc);
-  const BufferId s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
-  std::vector<BufferId> o_runs;
-  for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, vt, acc));
+  // ★ ONE BLOCK IS THE WHOLE SOFTMAX: with no fold and no sink to start from, the block's maximum, sum and product
+  // are the row's, and there is no running state to rescale (no e^(m - m'), no carries).
   // Split: the combine takes the sinks, once (a part's running state starts empty).
-  AddSoftmaxStart(t, names.out, g.sinks.has_value() && split == 1, fi.items, precision, m_run, s_run);
-  for (int64_t j = 0; j < nv; ++j) {
-    t.AddGeneric(part("init_out", j), HeadSpace(tr, vt * tw), {}, {}, IdentMap(wd), Const(0.0), o_runs[j]);
+  const bool carried = fold || (g.sinks.has_value() && split == 1);
+  // The running maximum's units: the raw scores' (the scale rides the exp), or the scaled scores' (see the scores).
+  const double scale = FoldExpScale(g);
+  const bool prescaled = g.cap.has_value() || scale != g.scale;
+  BufferId m_run = -1, s_run = -1;
+  std::vector<BufferId> o_runs;
+  if (carried) {
+    m_run = t.AddScratchDeep("run_max", 2, 1, acc);
+    s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
+    for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, vt, acc));
+    AddSoftmaxStart(t, names.out, g.sinks.has_value() && split == 1, fi.items, precision, m_run, s_run,
+                    LoopVar::kItemY, 1, scale);
+    for (int64_t j = 0; j < nv; ++j) {
+      t.AddGeneric(part("init_out", j), HeadSpace(qr, vt * tw), {}, {}, IdentMap(wd), Const(0.0), o_runs[j]);
+    }
   }
 
   // ── The body, once per block: block b of K/V head x is tile row b of the cache from tile x * head_t.
   t.SetPhase(body_phase);
   if (fold) t.Fold(nb_fold);
-  const BufferId k_in = t.AddBufferDeep("in_k", pages, head_t, precision);
+  const BufferId k_in = t.AddBufferDeep("in_k", pages, kb * head_t, precision);
   std::vector<BufferId> v_ins;
   if (!g.latent) {
-    for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), pages, vt, precision));
+    for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), pages, kb * vt, precision));
   }
-  // Block b of K/V head x: `cols` tiles from tile `base` of the head's run of `head` tiles in a row of `stride`.
+  // Block b of K/V head x: kb tile rows of `cols` tiles from tile `base` of the head's run of `head` tiles in a row
+  // of `stride`.
   // ★ A GROUP TALLER THAN A TILE READS ITS CACHE ONCE: its items' blocks are the same (they vary with the K/V head,
   // item x, alone), so the machine reads each block once and multicasts it along the group's query tiles.
   const bool shared = g.grouped && GroupTiles(g, tr) > 1;
@@ -245,11 +309,11 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
       steps.push_back({LoopVar::kItemX, head});
     } else {
       if (g.kvw != 1) steps.push_back({LoopVar::kItemY, head});
-      steps.push_back({LoopVar::kItemX, stride});
+      steps.push_back({LoopVar::kItemX, kb * stride});
     }
-    if (fold) steps.push_back({LoopVar::kKBlock, split * stride});
+    if (fold) steps.push_back({LoopVar::kKBlock, split * kb * stride});
     const StageId load = t.AddLoadPattern(
-        name, tensor, AccessPattern{TileAddr{base, std::move(steps), std::nullopt}, 1, cols, 1, stride}, into);
+        name, tensor, AccessPattern{TileAddr{base, std::move(steps), std::nullopt}, kb, cols, 1, stride}, into);
     if (shared) t.SetMulticast(load, LoopVar::kItemY);
   };
   cache_block("load_k", k, 0, head_t, head_t, g.kvw * head_t, k_in);
@@ -258,67 +322,142 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   }
   AddBlockLimits(t, mask, g, nb, ix);
 
-  // S[r, j] = sum_e Q[r, e] * K[j, e] * scale — the tile's rows against the block's positions, one contraction (the
-  // scale rides each product inside the fp32 sum). The scores tile is tile x tile in a one-tile page: square tiles.
-  BufferId s_buf = t.AddScratchDeep("scores", 1, 1, acc);
-  t.AddGeneric("scores", Contract(tr, tr, g.hd), {q_in, k_in},
-               {Terms({{LoopVar::kRow, g.hd}, {LoopVar::kK, 1}}), Terms({{LoopVar::kCol, g.hd}, {LoopVar::kK, 1}})},
-               IdentMap(w1), Mul(Mul(Op(0), Op(1)), Const(g.scale)), s_buf);
-  // ★ A SOFT CAP takes every scaled score before the block's maximum and the mask, so a masked score stays masked.
-  if (g.cap) {
-    const BufferId capped = t.AddScratchDeep("capped_scores", 1, 1, acc);
-    t.AddGeneric("score_cap", HeadSpace(tr, tr), {s_buf}, {IdentMap(w1)}, IdentMap(w1), Capped(Op(0), *g.cap),
-                 capped);
-    s_buf = capped;
+  // S = Q · K^T: the tile's rows against the block's kb tile rows of positions, one tile product (square tiles: a
+  // block's position p is its scores' column p).
+  // ★ THE MAXIMUM OF THE RAW SCORES, THE SCALE IN THE EXP (as the prefill fold, tt-metal's SDPA): with scale > 0
+  // the maximum's position is the scaled one's, so m is kept in the scores' units and P = e^(scale * (S - m')),
+  // a = e^(scale * (m - m')). Capped (or with a scale that is not positive) the scaled scores are taken first and the
+  // exp's scale is 1. A soft cap takes every scaled score before the block's maximum and the mask, so a masked score
+  // stays masked.
+  const int64_t wb = kb * tw;
+  BufferId s_buf = t.AddScratchDeep("scores", 1, kb, acc);
+  t.AddMatmul("scores", MatmulTiles{.m_tiles = 1, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true}, q_in, k_in,
+              s_buf);
+  if (prescaled) {
+    const BufferId scaled = t.AddScratchDeep(g.cap ? "capped_scores" : "scaled_scores", 1, kb, acc);
+    const Body x = Mul(Op(0), Const(g.scale));
+    t.AddGeneric(g.cap ? "score_cap" : "score_scale", HeadSpace(qr, wb), {s_buf}, {IdentMap(wb)}, IdentMap(wb),
+                 g.cap ? Capped(x, *g.cap) : x, scaled);
+    s_buf = scaled;
   }
   // m_b[r] = max over the block's live positions (MASKED where none is live).
   const BufferId m_blk = t.AddScratchDeep("block_max", 1, 1, acc);
   {
     std::vector<BufferId> ins{s_buf, sc_in};
-    std::vector<ElemAccess> maps{IdentMap(w1), ConstMap()};
+    std::vector<ElemAccess> maps{IdentMap(wb), ConstMap()};
     AddLimitSlots(mask, ins, maps, PerRowMap(w1));
-    t.AddGeneric("block_max", HeadSpace(tr, tr, IterKind::kReduceMax), ins, maps, PerRowMap(w1),
+    t.AddGeneric("block_max", HeadSpace(qr, wb, IterKind::kReduceMax), ins, maps, PerRowMap(w1),
                  Live(mask, LoopVar::kCol, Op(0), Const(kMasked), 2), m_blk);
   }
-  const auto [m_new, alpha] = AddMaxUpdate(t, m_run, m_blk, sc_in);
-  // P[r, j] = e^(S[r, j] - m'[r]) where live, exactly 0 where masked.
-  const BufferId p_buf = t.AddScratchDeep("probs", 1, 1, acc);
+  BufferId m_new = m_blk, alpha = -1;
+  if (carried) std::tie(m_new, alpha) = AddMaxUpdate(t, m_run, m_blk, sc_in, 1, scale, "", qr);
+  // P[r, j] = e^(scale * (S[r, j] - m'[r])) where live, exactly 0 where masked.
+  // Packed to the matrix engine's operand format for the value product (tt-metal packs P to bf16); the sum is of
+  // the probabilities as packed, the ones the product weighs.
+  const BufferId p_buf = t.AddScratchDeep("probs", 1, kb, precision);
   {
     std::vector<BufferId> ins{s_buf, m_new};
-    std::vector<ElemAccess> maps{IdentMap(w1), PerRowMap(w1)};
+    std::vector<ElemAccess> maps{IdentMap(wb), PerRowMap(w1)};
     AddLimitSlots(mask, ins, maps, PerRowMap(w1));
-    t.AddGeneric("probs", HeadSpace(tr, tr), ins, maps, IdentMap(w1),
-                 Live(mask, LoopVar::kCol, Unary(g.probs_exp, Sub(Op(0), Op(1))), Const(0.0), 2), p_buf);
+    const Body gap = Sub(Op(0), Op(1));
+    t.AddGeneric("probs", HeadSpace(qr, wb), ins, maps, IdentMap(wb),
+                 Live(mask, LoopVar::kCol, Unary(g.probs_exp, scale == 1.0 ? gap : Mul(gap, Const(scale))),
+                      Const(0.0), 2),
+                 p_buf);
   }
   const BufferId l_blk = t.AddScratchDeep("block_sum", 1, 1, acc);
-  t.AddGeneric("block_sum", HeadSpace(tr, tr, IterKind::kReduceSum), {p_buf, sc_in}, {IdentMap(w1), ConstMap()},
+  t.AddGeneric("block_sum", HeadSpace(qr, wb, IterKind::kReduceSum), {p_buf, sc_in}, {IdentMap(wb), ConstMap()},
                PerRowMap(w1), Op(0), l_blk);
-  // O_b[r, e] = sum_j P[r, j] * V[j, e] over the block's live positions — one contraction, a value page at a time.
-  std::vector<BufferId> o_blks;
-  for (int64_t j = 0; j < nv; ++j) {
-    const BufferId o_blk = t.AddScratchDeep(part("block_out", j), 1, vt, acc);
-    // Latent: value page j is columns [(j0 + j) * wd, ...) of the block's key page, a plane hd wide.
-    std::vector<BufferId> ins{p_buf, g.latent ? k_in : v_ins[j]};
-    std::vector<ElemAccess> maps{
-        Terms({{LoopVar::kRow, w1}, {LoopVar::kK, 1}}),
-        g.latent ? ElemAccess{(j0 + j) * wd, {{LoopVar::kK, g.hd}, {LoopVar::kCol, 1}}, std::nullopt}
-                 : Terms({{LoopVar::kK, wd}, {LoopVar::kCol, 1}})};
-    AddLimitSlots(mask, ins, maps, PerRowMap(w1));
-    t.AddGeneric(part("block_out", j), Contract(tr, vt * tw, tr), ins, maps, IdentMap(wd),
-                 Live(mask, LoopVar::kK, Mul(Op(0), Op(1)), Const(0.0), 2), o_blk);
-    o_blks.push_back(o_blk);
+  // Value page j of the block: kb x vt tiles, position i * tile + r at row r of tile row i. Latent: columns
+  // [(j0 + j) * wd, ...) of the block's key page, a plane hd wide a tile row.
+  auto value_map = [&](int64_t j) {  // j < 0: the block's own values page, kb x vt tiles
+    return g.latent && j >= 0 ? ElemAccess{(j0 + j) * wd, {{LoopVar::kRow, kb * g.hd}, {LoopVar::kK, g.hd}, {LoopVar::kCol, 1}},
+                                 std::nullopt}
+                    : ElemAccess{0, {{LoopVar::kRow, kb * wd}, {LoopVar::kK, wd}, {LoopVar::kCol, 1}}, std::nullopt};
+  };
+  if (tile_values) {
+    // ★ A POSITION NO ROW SEES IS ZEROED BEFORE THE PRODUCT: the tile's live rows share their limit and floor (a
+    // regrouped tile's rows are heads of one query row; a decode tile has one), so tile row i of the block keeps the
+    // rows r with floor - i * tile <= r < limit - i * tile. A latent fold copies its values out of the key page here
+    // too.
+    std::optional<BufferId> tile_lim, tile_floor;
+    auto per_tile_row = [&](const std::string& name, BufferId bound) {
+      if (kb == 1) return bound;
+      const BufferId b = t.AddScratchDeep(name, 1, 1, ix);
+      t.AddGeneric(name, FlatSpace(kb), {bound, *offsets}, {Fixed(0), At(0)}, At(0), Sub(Op(0), Op(1)), b);
+      return b;
+    };
+    if (mask_values) {
+      tile_lim = per_tile_row("tile_limit", *mask.lim);
+      if (mask.floor) tile_floor = per_tile_row("tile_floor", *mask.floor);
+    }
+    for (int64_t j = 0; j < nv; ++j) {
+      BufferId values = g.latent ? k_in : v_ins[j];
+      if (mask_values || g.latent) {
+        const BufferId live = t.AddScratchDeep(part("live_values", j), 1, kb * vt, precision);
+        std::vector<BufferId> ins{values};
+        std::vector<ElemAccess> maps{value_map(j)};
+        Body keep = Op(0);
+        if (tile_lim) {
+          ins.push_back(*tile_lim);
+          maps.push_back(kb == 1 ? Fixed(0) : ElemAccess{0, {{LoopVar::kK, 1}}, std::nullopt});
+          if (tile_floor) {
+            ins.push_back(*tile_floor);
+            maps.push_back(maps.back());
+            keep = Select(Pred::GeOperand(LoopVar::kRow, 2), keep, Const(0.0));
+          }
+          keep = Select(Pred::LtOperand(LoopVar::kRow, 1), keep, Const(0.0));
+        }
+        t.AddGeneric(part("live_values", j),
+                     {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kK, kb, IterKind::kParallel},
+                      {LoopVar::kCol, wd, IterKind::kParallel}},
+                     ins, maps, value_map(-1), keep, live);
+        values = live;
+      }
+      // O' = a * O + P · V: the running output scaled in place, then the block's product accumulated onto it.
+      if (!carried) {
+        o_runs.push_back(t.AddScratchDeep(part("block_out", j), 1, vt, acc));
+      } else {
+        t.AddGeneric(part("rescale_out", j), HeadSpace(qr, wd), {o_runs[j], alpha}, {IdentMap(wd), PerRowMap(w1)},
+                     IdentMap(wd), Mul(Op(0), Op(1)), o_runs[j]);
+      }
+      t.AddMatmul(part("block_out", j),
+                  MatmulTiles{.m_tiles = 1, .n_tiles = vt, .k_tiles = kb, .accumulate = carried}, p_buf, values,
+                  o_runs[j]);
+    }
+  } else {
+    // O_b[r, e] = sum_j P[r, j] * V[j, e] over the row's live positions — one guarded contraction a value page.
+    for (int64_t j = 0; j < nv; ++j) {
+      const BufferId o_blk = t.AddScratchDeep(part("block_out", j), 1, vt, acc);
+      std::vector<BufferId> ins{p_buf, g.latent ? k_in : v_ins[j]};
+      std::vector<ElemAccess> maps{
+          Terms({{LoopVar::kRow, w1}, {LoopVar::kK, 1}}),
+          g.latent ? ElemAccess{(j0 + j) * wd, {{LoopVar::kK, g.hd}, {LoopVar::kCol, 1}}, std::nullopt}
+                   : Terms({{LoopVar::kK, wd}, {LoopVar::kCol, 1}})};
+      AddLimitSlots(mask, ins, maps, PerRowMap(w1));
+      t.AddGeneric(part("block_out", j), Contract(qr, vt * tw, tr), ins, maps, IdentMap(wd),
+                   Live(mask, LoopVar::kK, Mul(Op(0), Op(1)), Const(0.0), 2), o_blk);
+      if (!carried) {
+        o_runs.push_back(o_blk);
+        continue;
+      }
+      t.AddGeneric(part("fold_out", j), HeadSpace(qr, vt * tw), {o_runs[j], alpha, o_blk},
+                   {IdentMap(wd), PerRowMap(w1), IdentMap(wd)}, IdentMap(wd), Add(Mul(Op(0), Op(1)), Op(2)),
+                   o_runs[j]);
+    }
   }
   // The updates, each reading the carry it writes: the block folds into the running state. Every read of m comes
-  // before fold_max rewrites it.
-  t.AddGeneric("fold_sum", HeadSpace(tr, 1), {s_run, alpha, l_blk}, {PerRowMap(w1), PerRowMap(w1), PerRowMap(w1)},
-               IdentMap(w1), Add(Mul(Op(0), Op(1)), Op(2)), s_run);
-  for (int64_t j = 0; j < nv; ++j) {
-    t.AddGeneric(part("fold_out", j), HeadSpace(tr, vt * tw), {o_runs[j], alpha, o_blks[j]},
-                 {IdentMap(wd), PerRowMap(w1), IdentMap(wd)}, IdentMap(wd), Add(Mul(Op(0), Op(1)), Op(2)), o_runs[j]);
+  // before fold_max rewrites it. One block: its statistics are the row's.
+  if (carried) {
+    t.AddGeneric("fold_sum", HeadSpace(qr, 1), {s_run, alpha, l_blk}, {PerRowMap(w1), PerRowMap(w1), PerRowMap(w1)},
+                 IdentMap(w1), Add(Mul(Op(0), Op(1)), Op(2)), s_run);
+    t.AddGeneric("fold_max", HeadSpace(qr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1), Op(1),
+                 m_run);
+  } else {
+    m_run = m_blk;
+    s_run = l_blk;
   }
-  t.AddGeneric("fold_max", HeadSpace(tr, 1), {m_run, m_new}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1), Op(1),
-               m_run);
-  AddNextStart(t, mask, nb, split * tr);
+  AddNextStart(t, mask, nb, split * kb * tr);
 
   // ── The epilogue, once per item: the attention, into the item's tile of the dense result. The value rounds from
   // fp32 to the datapath here, once. Split: the part's running state as it stands, at fp32, for the combine.
@@ -334,10 +473,10 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
       const BufferId buf = t.AddBufferDeep(absl::StrCat("out_", name), pages, width_t, acc);
       const int64_t w = width_t * tw;
       if (normalize) {
-        t.AddGeneric(absl::StrCat("normalize_", name), HeadSpace(tr, w), {from, s_run}, {IdentMap(w), PerRowMap(w1)},
+        t.AddGeneric(absl::StrCat("normalize_", name), HeadSpace(qr, w), {from, s_run}, {IdentMap(w), PerRowMap(w1)},
                      IdentMap(w), Mul(Op(0), Unary(SfpuKind::Recip(), Add(Op(1), Const(kPartSumFloor)))), buf);
       } else {
-        t.AddGeneric(absl::StrCat("copy_", name), HeadSpace(tr, w), {from}, {IdentMap(w)}, IdentMap(w), Op(0), buf);
+        t.AddGeneric(absl::StrCat("copy_", name), HeadSpace(qr, w), {from}, {IdentMap(w)}, IdentMap(w), Op(0), buf);
       }
       t.AddStoreBlock(absl::StrCat("store_", name), tensor, base,
                       {{LoopVar::kItemY, row_t}, {LoopVar::kItemX, fi.tiles_q * row_t}}, {.w = width_t, .pitch = row_t},
@@ -354,11 +493,11 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     store_part("part_max", partial(parts.max, tw), 1, m_run, 0, 1, false);
     store_part("part_sum", partial(parts.sum, tw), 1, s_run, 0, 1, false);
   }
-  for (int64_t j = 0; j < nv && split == 1; ++j) {
+  for (int64_t j = 0; split == 1 && j < nv; ++j) {
     const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);
-    t.AddGeneric(part("normalize", j), HeadSpace(tr, vt * tw), {o_runs[j], s_run}, {IdentMap(wd), PerRowMap(w1)},
+    t.AddGeneric(part("normalize", j), HeadSpace(qr, vt * tw), {o_runs[j], s_run}, {IdentMap(wd), PerRowMap(w1)},
                  IdentMap(wd), Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
-    t.AddStoreBlock(part("store_ctx", j), *c, j * vt, {{LoopVar::kItemY, part_t}}, {.w = vt, .pitch = out_width_t},
+    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, part_t}}, {.w = vt, .pitch = out_width_t},
                     out);
   }
   WireFirstReaders(t);
@@ -382,9 +521,9 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // ★ THE BLOCKS RUN TO THE POSITION. Query row r sees the positions below P + r, so no row reads a block past
   // ceil((P + T - 1) / tile): every later block is masked whole, its update the identity. That count is the fold's
   // trip, read from P before the program runs, admitting exactly the P the guard does, 1 <= P <= rows - (T - 1).
-  if (mask.position && mask.counted) {
+  if (fold && mask.position && mask.counted) {
     t.SetTrip(Trip{.tensor = *mask.position, .elem = 0, .lo = 1, .hi = BoundMax(g.rows, g.q.rows),
-                   .bias = g.q.rows - 1, .per = tr * split}, nb_fold);
+                   .bias = g.q.rows - 1, .per = tr * kb * split}, nb_fold);
   }
   std::string values = g.latent ? "_latent" : "";
   if (split > 1) absl::StrAppend(&values, "_split", split);
@@ -398,16 +537,26 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   t.SetPlan(BlockPlan{.per_site_n = part_t, .grid_y = fi.tiles_q, .grid_x = fi.per_row * split, .num_blocks = nb_fold,
                       .osw = part_t});
   return FinishSection(
-      t, absl::StrCat(std::string(tag), "_flash_blocks_", fi.items, "x", g.hd, values, "_l", g.l, "_b", tr),
-      std::move(items), acc, ApproxIn("attention", precision), target);
+      t, absl::StrCat(std::string(tag), "_flash_blocks_", fi.items, "x", g.hd, values, "_l", g.l, "_b", kb * tr),
+      std::move(items), acc, ApproxIn("attention", precision), target, DstPolicy::kStreamed);
 }
 
 absl::StatusOr<Composition> FlashFold(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                       const Target& target) {
-  // Two pages in the streams, one where two do not fit: the fit-site pass decides (passes/fit_site.h).
-  ASSIGN_OR_RETURN(Composition c, FlashFoldPaged(names, g, tag, target, 2));
-  FitSectionToSite(c.sections[0], target);
-  return c;
+  // Two pages in the streams, one where two do not fit: the fit-site pass decides (passes/fit_site.h). The widest
+  // block first, narrower ones while the section outgrows the site's memory or circular buffers.
+  ASSIGN_OR_RETURN(const int64_t widest, FoldBlockTiles(g, target, CeilDiv(g.l, target.tile_rows()) / g.split));
+  for (int64_t kb = widest;; --kb) {
+    if (widest % kb != 0) continue;
+    FlashGeometry at = g;
+    at.kv_chunk = kb * target.tile_rows();
+    ASSIGN_OR_RETURN(Composition c, FlashFoldPaged(names, at, tag, target, 2));
+    FitSectionToSite(c.sections[0], target);
+    if (kb == 1 || g.kv_chunk > 0 || (SiteFootprint(c.sections[0], target) <= target.max_local_mem_bytes() &&
+                    !ExceedsCircularBuffers(c.sections[0], target.proto().num_cbs()))) {
+      return c;
+    }
+  }
 }
 
 }  // namespace spatial

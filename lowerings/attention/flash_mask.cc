@@ -19,6 +19,11 @@ FoldItems FoldItemsOf(const FlashGeometry& g, int64_t tile_rows) {
   return fi;
 }
 
+int64_t LiveTileRows(const FlashGeometry& g, const FoldItems& fi, int64_t tile_rows) {
+  if (g.grouped) return GroupTiles(g, tile_rows) == 1 ? std::max<int64_t>(1, g.q.group) : tile_rows;
+  return fi.tiles_q == 1 ? std::clamp<int64_t>(g.q.rows, 1, tile_rows) : tile_rows;
+}
+
 int AddGuardedRead(std::vector<BufferId>& ins, std::vector<ElemAccess>& maps, BufferId b, const ElemAccess& map,
                    int64_t modulus) {
   // Two reads of one element: the guard on the first reads its index through the second (a slot may not index
@@ -32,13 +37,13 @@ int AddGuardedRead(std::vector<BufferId>& ins, std::vector<ElemAccess>& maps, Bu
 }
 
 absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, const FlashGeometry& g,
-                                      const FoldItems& fi, int64_t nb, Precision ix) {
+                                      const FoldItems& fi, int64_t blocks, int64_t block_tiles, Precision ix) {
   const int64_t tr = t.tile_rows();
   const int64_t tw = t.tile_cols();
   const int64_t w1 = t.PageWidth(1);
   FoldMask m;
   m.masked = g.limit.has_value() || g.l % tr != 0 || g.window.has_value();
-  m.counted = m.masked && nb > 1;
+  m.counted = m.masked && (blocks > 1 || g.split > 1);
   if (!m.masked) return m;
   const BufferId row_lim = t.AddScratchDeep("row_limit", 1, 1, ix);
   m.row_limit = row_lim;
@@ -100,9 +105,9 @@ absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, 
     if (g.split == 1) {
       t.AddGeneric("init_start", FlatSpace(1), {}, {}, IdentMap(w1), Const(0.0), start);
     } else {
-      // Part c starts at block c: its first position, c * tile, from a table of one tile per part.
+      // Part c starts at block c: its first position, c * block_tiles * tile, from a table of one tile per part.
       std::vector<int64_t> starts(static_cast<size_t>(g.split * tw), 0);
-      for (int64_t c = 0; c < g.split; ++c) starts[c * tw] = c * tr;
+      for (int64_t c = 0; c < g.split; ++c) starts[c * tw] = c * block_tiles * tr;
       const TensorId starts_t = t.AddTensor(absl::StrCat(names.out, "__flash_part_start"), TensorRole::kParam, 1,
                                             g.split * tw, ix, TensorInit::Values(std::move(starts)));
       const BufferId s_in = t.AddBufferDeep("in_part_start", 1, 1, ix);

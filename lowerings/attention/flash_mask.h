@@ -38,6 +38,10 @@ struct FoldItems {
   int64_t items = 1;
 };
 FoldItems FoldItemsOf(const FlashGeometry& g, int64_t tile_rows);
+// The rows of every item's query tile that hold queries: a regrouped tile's group (one tile a K/V head), or the
+// one query tile's rows; else the whole tile. The fold's per-row stages run over these rows only, so the SFPU skips
+// the faces of the tile's padding (VectorMode::R's half tile for a group of at most 16 rows on Tensix).
+int64_t LiveTileRows(const FlashGeometry& g, const FoldItems& fi, int64_t tile_rows);
 // The query tile rows one K/V head's group takes when regrouped: ceil(group / tile rows).
 inline int64_t GroupTiles(const FlashGeometry& g, int64_t tile_rows) { return (g.q.group + tile_rows - 1) / tile_rows; }
 
@@ -57,10 +61,11 @@ struct FoldMask {
   std::optional<BufferId> floor;      // the block's window floor per row (body, windowed only)
 };
 
-// The prologue part: `row_limit` (with P's load and guards when it is an operand) and `init_start`. `nb` is the
-// fold's block count, `ix` the index precision.
+// The prologue part: `row_limit` (with P's load and guards when it is an operand) and `init_start`. `blocks` is the
+// fold's block count (a split fold's, a part's), each `block_tiles` tile rows; `ix` the index precision. The start
+// is carried where there is more than one block, or parts (part c starts at block c).
 absl::StatusOr<FoldMask> AddRowLimits(Template& t, const AttentionNames& names, const FlashGeometry& g,
-                                      const FoldItems& fi, int64_t nb, Precision ix);
+                                      const FoldItems& fi, int64_t blocks, int64_t block_tiles, Precision ix);
 
 // The body part that precedes the scores: `block_limit` (lim = row_limit - start) and `block_floor`.
 void AddBlockLimits(Template& t, FoldMask& m, const FlashGeometry& g, int64_t nb, Precision ix);

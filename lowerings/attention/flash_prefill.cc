@@ -434,7 +434,7 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
   for (int64_t qc = std::min<int64_t>({fi.tiles_q, 8, tw}); qc >= 1; --qc) {
     if (fi.tiles_q % qc != 0) continue;
     for (int64_t kb = std::min<int64_t>(span_t, 16); kb >= 1; --kb) {
-      if (rows_t % kb != 0 || span_t % kb != 0) continue;
+      if (rows_t % kb != 0 || span_t % kb != 0 || (g.kv_chunk > 0 && kb * tr != g.kv_chunk)) continue;
       for (int64_t vt = v_t; vt >= 1; --vt) {
         if (v_t % vt == 0) candidates.push_back(Chunking{qc, kb, vt});
       }

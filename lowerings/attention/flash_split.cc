@@ -27,10 +27,12 @@ int64_t DecodeSplit(const FlashGeometry& g, const Target& target) {
   if (!g.grouped || g.q.rows != 1 || g.v_part || (g.kvw != 1 && GroupTiles(g, tr) != 1)) return 1;
   const int64_t nb = CeilDiv(g.l, tr);
   const int64_t items = FoldItemsOf(g, tr).items;
+  // A block the spec sets (kv_chunk) divides every part's tile rows.
+  const int64_t kb = g.kv_chunk > 0 && g.kv_chunk % tr == 0 ? g.kv_chunk / tr : 1;
   int64_t best = 1;
   // A part's weight is a column of the combine's one weight tile, the sink's too: s + 1 <= a tile's columns.
   for (int64_t s = 2; s * 2 <= nb && items * s <= target.sites() && s + 1 <= target.tile_cols(); ++s) {
-    if (nb % s == 0) best = s;
+    if (nb % s == 0 && (nb / s) % kb == 0) best = s;
   }
   return best;
 }
@@ -40,6 +42,8 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   const int64_t tr = target.tile_rows();
   const int64_t tw = target.tile_cols();
   const FoldItems fi = FoldItemsOf(g, tr);
+  // The parts' live rows only (the fold's: LiveTileRows); the padding stays zero.
+  const int64_t qr = LiveTileRows(g, fi, tr);
   const int64_t split = g.split;
   if (split < 2 || fi.per_row != 1) return NotLowered("a combine of fewer than two parts, or of ungrouped heads");
   ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
@@ -102,6 +106,10 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   const ElemAccess part_at{0, {{LoopVar::kRow, wm}, {LoopVar::kK, tw}}, std::nullopt};
   const ElemAccess weight_at{0, {{LoopVar::kRow, w1}, {LoopVar::kK, 1}}, std::nullopt};
   const ElemAccess sink_at{0, {{LoopVar::kRow, 1}}, std::nullopt};  // row r's sink: element r of the item's tile
+  // The parts' maxima are in the fold's units (FoldExpScale: raw scores, the scale riding the exps); a sink, a scaled
+  // logit, joins them as sink / scale.
+  const double c_exp = FoldExpScale(g);
+  auto units = [&](Body x) { return c_exp == 1.0 ? x : Mul(x, Const(c_exp)); };
   // M = max over the parts (and the sink), the NaN-ignoring pool.
   const BufferId m_all = t.AddScratchDeep("combined_max", 1, 1, acc);
   {
@@ -111,33 +119,33 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
     if (sk_in) {
       ins.push_back(*sk_in);
       maps.push_back(sink_at);
-      m = Select(Pred::Lt(LoopVar::kK, split), Op(0), Op(2));
+      m = Select(Pred::Lt(LoopVar::kK, split), Op(0), c_exp == 1.0 ? Op(2) : Mul(Op(2), Const(1.0 / c_exp)));
     }
-    t.AddGeneric("combined_max", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kReduceMax}},
+    t.AddGeneric("combined_max", {{LoopVar::kRow, qr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kReduceMax}},
                  ins, maps, PerRowMap(w1), m, m_all);
   }
-  // w_c = e^(m_c - M) s_c by the ACCURATE exp, as the fold's rescale (a part that saw no live position has
+  // w_c = e^(scale (m_c - M)) s_c by the ACCURATE exp, as the fold's rescale (a part that saw no live position has
   // m_c = MASKED and s_c = 0: weight 0); the sink's term e^(sink - M), with no value.
   const BufferId weight = t.AddScratchDeep("part_weight", 1, 1, acc);
   {
     std::vector<BufferId> ins{m_in, m_all, s_in};
     std::vector<ElemAccess> maps{part_at, PerRowMap(w1), part_at};
-    Body w = Mul(Unary(SfpuKind::ExpAccurate(), Sub(Op(0), Op(1))), Op(2));
+    Body w = Mul(Unary(SfpuKind::ExpAccurate(), units(Sub(Op(0), Op(1)))), Op(2));
     if (sk_in) {
       ins.push_back(*sk_in);
       maps.push_back(sink_at);
-      w = Select(Pred::Lt(LoopVar::kK, split), w, Unary(SfpuKind::ExpAccurate(), Sub(Op(3), Op(1))));
+      w = Select(Pred::Lt(LoopVar::kK, split), w, Unary(SfpuKind::ExpAccurate(), Sub(Op(3), units(Op(1)))));
     }
-    t.AddGeneric("part_weight", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kParallel}},
+    t.AddGeneric("part_weight", {{LoopVar::kRow, qr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kParallel}},
                  ins, maps, weight_at, w, weight);
   }
   const BufferId s_run = t.AddScratchDeep("combined_sum", 1, 1, acc);
-  t.AddGeneric("combined_sum", {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kReduceSum}},
+  t.AddGeneric("combined_sum", {{LoopVar::kRow, qr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kReduceSum}},
                {weight, sc_in}, {weight_at, ConstMap()}, PerRowMap(w1), Op(0), s_run);
   // O = sum_c w_c Ô_c over the parts' value pages.
   const BufferId o_run = t.AddScratchDeep("combined_out", 1, vt, acc);
   t.AddGeneric("combined_out",
-               {{LoopVar::kRow, tr, IterKind::kParallel},
+               {{LoopVar::kRow, qr, IterKind::kParallel},
                 {LoopVar::kCol, wd, IterKind::kParallel},
                 {LoopVar::kK, split, IterKind::kReduceSum}},
                {weight, o_in},
@@ -147,7 +155,7 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
 
   // O / S, rounded to the datapath once, into the query tile's row of the result.
   const BufferId out = t.AddBufferDeep("out", 2, vt, precision);
-  t.AddGeneric("normalize", HeadSpace(tr, wd), {o_run, s_run}, {IdentMap(wd), PerRowMap(w1)}, IdentMap(wd),
+  t.AddGeneric("normalize", HeadSpace(qr, wd), {o_run, s_run}, {IdentMap(wd), PerRowMap(w1)}, IdentMap(wd),
                Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
   std::vector<Term> ctx_steps{{LoopVar::kItemY, out_width_t}};
   if (blocks > 1) ctx_steps.push_back({LoopVar::kItemX, vt});

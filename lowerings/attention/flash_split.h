@@ -33,8 +33,9 @@ struct FlashPartials {
 };
 FlashPartials FlashPartialsOf(const std::string& out);
 
-// The split a decode fold takes on `target`: the most parts that divide its blocks, leave each part two or more,
-// keep the items within the grid's sites, and leave the parts' weights (and a sink's) within a tile's columns; 1
+// The split a decode fold takes on `target`: the most parts that divide its tile rows, leave each part two or more
+// (and a whole number of the spec's kv_chunk blocks, when it sets one), keep the items within the grid's sites, and
+// leave the parts' weights (and a sink's) within a tile's columns; 1
 // (no split) for a fold that is not a regrouped decode whose K/V head
 // is affine in its query tile, or a value part.
 int64_t DecodeSplit(const FlashGeometry& g, const Target& target);

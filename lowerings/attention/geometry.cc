@@ -116,6 +116,10 @@ absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
   }
   if (a.sinks()) s.sinks = 3 + (named ? 1 : 0);
   s.tag = t == 1 ? "attn" : "causal_attn";
+  if (a.kv_chunk() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attention kv_chunk is negative (", a.kv_chunk(), ")"));
+  }
+  s.kv_chunk = a.kv_chunk();
   return s;
 }
 
@@ -143,6 +147,7 @@ FlashGeometry FlashGeometryOf(const AttentionShape& shape) {
   g.scale = shape.widths.scale;
   g.cap = shape.widths.cap;
   g.probs_exp = shape.widths.probs_exp;
+  g.kv_chunk = shape.kv_chunk;
   return g;
 }
 

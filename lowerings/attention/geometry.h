@@ -128,6 +128,9 @@ struct FlashGeometry {
   // Flash-decoding (flash_split.h): the cache's blocks dealt round robin to `split` items per query tile, block b to
   // item b mod split, each folding its blocks to a partial (m, s, O) that a combine section merges. 1: no split.
   int64_t split = 1;
+  // The positions a block covers (AttentionSpec.kv_chunk, tt-metal's k_chunk_size): whole tile rows; 0: the fold's
+  // choice (flash_fold.h's FoldBlockTiles, flash_prefill.h).
+  int64_t kv_chunk = 0;
   double scale = 1.0;
   std::optional<double> cap;
   SfpuKind probs_exp = SfpuKind::Exp();  // HeadWidths.probs_exp
@@ -160,11 +163,12 @@ struct AttentionShape {
   Cache cache;
   std::optional<int64_t> sinks;  // the sinks' operand index: 3, or 4 after a named position
   std::string tag;               // "attn" (one query row) or "causal_attn"
+  int64_t kv_chunk = 0;          // AttentionSpec.kv_chunk: positions a flash block covers, 0 the lowering's choice
 };
 
 // Reads `spec.attention()`. Refusals (NotLowered, the seed's messages): no heads, no query rows, no head dimension or
 // an empty cache; a window of no positions; a block of query rows with no causal bound; a literal position outside
-// its cache. A negative field, a value width of zero, or a named position that is not operand 3 is InvalidArgument.
+// its cache. A negative field (kv_chunk too), a value width of zero, or a named position that is not operand 3 is InvalidArgument.
 // ★ A window always masks: an unmasked row's bound is the whole of what it attends (limit = Literal(attended)).
 absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec);
 

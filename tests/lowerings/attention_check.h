@@ -33,6 +33,7 @@ struct AttnCase {
   double scale = 0.0;  // 0: 1/sqrt(hd)
   double cap = 0.0;    // 0: none
   proto::AttentionSpec::ProbsExp probs_exp = proto::AttentionSpec::PROBS_EXP_TARGET;
+  int64_t kv_chunk = 0;  // positions a flash block covers; 0: the lowering's choice
 };
 
 inline std::string CaseText(const AttnCase& c) {
@@ -40,7 +41,8 @@ inline std::string CaseText(const AttnCase& c) {
          " vd=" + std::to_string(c.vd) + " l=" + std::to_string(c.l) + " rows=" + std::to_string(c.rows) +
          " pos=" + std::to_string(static_cast<int>(c.pos)) + " p=" + std::to_string(c.p) +
          " sliding=" + std::to_string(c.sliding) + " chunked=" + std::to_string(c.chunked) + (c.sinks ? " sinks" : "") +
-         (c.cap != 0 ? " cap=" + std::to_string(c.cap) : "");
+         (c.cap != 0 ? " cap=" + std::to_string(c.cap) : "") +
+         (c.kv_chunk != 0 ? " kv_chunk=" + std::to_string(c.kv_chunk) : "");
 }
 
 // Result "y", operands q, k, v, [pos], [sinks].
@@ -69,6 +71,7 @@ inline proto::OpSpec AttnSpec(const AttnCase& c) {
   a->set_scale(c.scale);
   a->set_softcap(c.cap);
   a->set_probs_exp(c.probs_exp);
+  a->set_kv_chunk(c.kv_chunk);
   return s;
 }
 

@@ -1,6 +1,7 @@
 // The flash fold against the naive f64 attention: decode at positions 1, l/2 and l, prefill blocks under a causal
 // bound, GQA groups 1, 2, 4, 8, head widths from one tile to 128, values wider or narrower than the keys, caches that
 // are not tile multiples, sliding and chunked windows, sinks and soft caps — every program validated and certified.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -35,23 +36,42 @@ void ExpectFoldShape(const Composition& comp, const AttnCase& c, const Target& t
   const int64_t attended = c.pos == Pos::kLiteral ? c.p + c.rows - 1 : c.l;
   const int64_t split = SplitOf(comp);
   const int64_t nb = CeilDiv(attended, tr);
+  // A block is kb tile rows ("_b{kb * tile}"): they divide a part's, at most 128 positions and the accumulator's fp32
+  // tiles; more than one only where its values are read whole, masked first where anything is.
+  const size_t at = s.name.rfind("_b");
+  ASSERT_NE(at, std::string::npos) << s.name;
+  const int64_t positions = std::stoll(s.name.substr(at + 2));
+  EXPECT_EQ(positions % tr, 0) << s.name;
+  const int64_t kb = positions / tr;
   EXPECT_EQ(nb % split, 0) << s.name;
-  EXPECT_EQ(s.num_blocks, nb / split) << s.name;
+  EXPECT_EQ((nb / split) % kb, 0) << s.name;
+  EXPECT_LE(kb, std::max<int64_t>(1, std::min<int64_t>(128 / tr, t.effective_acc_tiles(Precision::kFp32, true))));
+  // Masked: a run-time position, causal rows, a tail inside a tile row, or a window (a literal decode row is not).
+  const bool masked = c.pos == Pos::kNamed || (c.pos == Pos::kLiteral && c.rows > 1) || attended % tr != 0 ||
+                      c.sliding > 0 || c.chunked > 0;
+  const bool live_values = std::any_of(s.buffers.begin(), s.buffers.end(), [](const Buffer& b) {
+    return absl::StartsWith(b.name, "live_values");
+  });
+  EXPECT_EQ(live_values, kb > 1 && masked) << s.name;
+  EXPECT_EQ(s.num_blocks, nb / (split * kb)) << s.name;
   EXPECT_TRUE(absl::StrContains(s.name, absl::StrCat("_flash_blocks_"))) << s.name;
-  EXPECT_TRUE(absl::EndsWith(s.name, absl::StrCat("_l", attended, "_b", tr))) << s.name;
+  EXPECT_TRUE(absl::EndsWith(s.name, absl::StrCat("_l", attended, "_b", kb * tr))) << s.name;
+  // A running state only where blocks fold (or a sink starts the softmax): one block is the whole softmax.
+  const bool carried = nb / (split * kb) > 1 || (c.sinks && split == 1);
   for (const char* carry : {"run_max", "run_sum"}) {
     const int b = s.FindBuffer(carry);
-    ASSERT_GE(b, 0) << carry;
+    EXPECT_EQ(b >= 0, carried) << carry;
+    if (b < 0) continue;
     EXPECT_EQ(s.buffers[b].precision, Precision::kFp32);
     EXPECT_EQ(s.buffers[b].depth, 2);
   }
   // The blocks run to the position: a trip exactly when P is an operand and there is more than one block.
-  EXPECT_EQ(s.trip.has_value(), c.pos == Pos::kNamed && nb / split > 1) << s.name;
+  EXPECT_EQ(s.trip.has_value(), c.pos == Pos::kNamed && nb / (split * kb) > 1) << s.name;
   if (s.trip) {
     EXPECT_EQ(s.trip->lo, 1);
     EXPECT_EQ(s.trip->hi, c.l + 1 - c.rows);
     EXPECT_EQ(s.trip->bias, c.rows - 1);
-    EXPECT_EQ(s.trip->per, tr * split);
+    EXPECT_EQ(s.trip->per, tr * kb * split);
   }
   EXPECT_EQ(s.claim.reason, "attention in bf16");
   EXPECT_EQ(s.acc_precision, Precision::kFp32);
@@ -127,9 +147,9 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnTestTiny) {
   int splits = 0;
   uint64_t seed = 11;
   for (const Shaped& s : TinyCases()) {
+    SCOPED_TRACE(CaseText(s.c));
     const Composition comp = CheckAttention(s.c, t, s.form, seed++);
     if (comp.sections.empty()) continue;
-    SCOPED_TRACE(CaseText(s.c));
     ExpectFoldShape(comp, s.c, t);
     if (s.form == Form::kGrouped) {
       ASSERT_GE(comp.sections.size(), 3u);
@@ -174,6 +194,7 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnRealTargets) {
   uint64_t seed = 101;
   for (const auto& [name, s] : cases) {
     const Target& t = Shipped(name);
+    SCOPED_TRACE(CaseText(s.c));
     const Composition comp = CheckAttention(s.c, t, s.form, seed++);
     if (comp.sections.empty()) continue;
     ExpectFoldShape(comp, s.c, t);
@@ -218,13 +239,13 @@ TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {
   Composition c = CheckAttention(grouped, tiny, Form::kFlashForm);
   ASSERT_EQ(c.sections.size(), 3u);
   EXPECT_EQ(c.sections[0].name, "attn_gqa_groups_2x4");
-  EXPECT_EQ(c.sections[1].name, "attn_flash_blocks_2x16_l24_b8");
+  EXPECT_EQ(c.sections[1].name, "attn_flash_blocks_2x16_l24_b24");
   EXPECT_EQ(c.sections[2].name, "relayout_rows_8_of_16x16");
   // Heads wider than an accumulator page (64 = 8 tiles > 4): one item per query head.
   const AttnCase wide{.h = 4, .kv = 2, .hd = 64, .vd = 64, .l = 16, .pos = Pos::kNamed, .p = 9};
   c = CheckAttention(wide, tiny, Form::kFlashForm);
   ASSERT_EQ(c.sections.size(), 1u);
-  EXPECT_EQ(c.sections[0].name, "attn_flash_blocks_4x64_l16_b8");
+  EXPECT_EQ(c.sections[0].name, "attn_flash_blocks_4x64_l16_b16");
   // A group taller than a tile (16 > 8): one item per query head.
   const AttnCase tall{.h = 16, .kv = 1, .hd = 8, .vd = 8, .l = 10, .pos = Pos::kNamed, .p = 10};
   c = CheckAttention(tall, tiny, Form::kFlashForm);
@@ -237,7 +258,8 @@ TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {
 TEST(AttentionFlashTest, ValuesFoldAPageAtATime) {
   const Target& tiny = Shipped("test_tiny");
   const Composition c =
-      CheckAttention({.h = 2, .kv = 1, .hd = 16, .vd = 96, .l = 20, .pos = Pos::kNamed, .p = 20}, tiny, Form::kFlash);
+      CheckAttention({.h = 2, .kv = 1, .hd = 16, .vd = 96, .l = 20, .pos = Pos::kNamed, .p = 20, .kv_chunk = 8}, tiny,
+                     Form::kFlash);
   const Section& s = FoldOf(c);
   EXPECT_EQ(s.name, "attn_flash_blocks_2x16_v96_l20_b8");
   for (int j = 0; j < 3; ++j) {
@@ -258,7 +280,8 @@ TEST(AttentionFlashTest, ValuesFoldAPageAtATime) {
 TEST(AttentionFlashTest, ValuePagesPastTheCircularBuffersFoldApart) {
   const Target& tiny = Shipped("test_tiny");
   const Composition c =
-      CheckAttention({.h = 2, .kv = 1, .hd = 16, .vd = 128, .l = 20, .pos = Pos::kNamed, .p = 20}, tiny, Form::kFlash);
+      CheckAttention({.h = 2, .kv = 1, .hd = 16, .vd = 128, .l = 20, .pos = Pos::kNamed, .p = 20, .kv_chunk = 8}, tiny,
+                     Form::kFlash);
   int folds = 0;
   for (const Section& s : c.sections) {
     folds += absl::StrContains(s.name, "_flash_blocks_");

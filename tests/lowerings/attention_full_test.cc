@@ -107,23 +107,24 @@ TEST(AttentionFullTest, OnePageWhenTwoDoNotFit) {
 }
 
 // A decode fold whose two value pages do not fit one site is one fold per value page, each re-reading the keys,
-// joined back per head: still the attention.
+// joined back per head: still the attention. (Blocks of one tile row: a wider block reads its values whole, without
+// the guarded contraction's per-page buffers, and fits one site.)
 TEST(AttentionFullTest, ValuePagesWhenTheFoldDoesNotFit) {
   const Target& tiny = Shipped("test_tiny");
-  const AttnCase c{.h = 2, .kv = 1, .hd = 2480, .vd = 64, .l = 16};
+  const AttnCase c{.h = 2, .kv = 1, .hd = 2496, .vd = 64, .l = 16, .kv_chunk = 8};
   const Composition comp = CheckAttention(c, tiny, Form::kFlash);
   ASSERT_EQ(comp.sections.size(), 3u);
-  EXPECT_EQ(comp.sections[0].name, "attn_flash_blocks_2x2480_v64_pages0+1_l16_b8");
-  EXPECT_EQ(comp.sections[1].name, "attn_flash_blocks_2x2480_v64_pages1+1_l16_b8");
+  EXPECT_EQ(comp.sections[0].name, "attn_flash_blocks_2x2496_v64_pages0+1_l16_b8");
+  EXPECT_EQ(comp.sections[1].name, "attn_flash_blocks_2x2496_v64_pages1+1_l16_b8");
   EXPECT_TRUE(absl::StartsWith(comp.sections[2].name, "join_1x2_32+32")) << comp.sections[2].name;
   EXPECT_GE(comp.sections[0].FindTensor("y__values0"), 0);
   for (const Section& s : comp.sections) EXPECT_LE(SiteFootprint(s, tiny), tiny.max_local_mem_bytes()) << s.name;
   // With sinks, each page's fold spreads them under its own name.
-  const AttnCase sinks{.h = 2, .kv = 1, .hd = 2480, .vd = 64, .l = 16, .sinks = true};
+  const AttnCase sinks{.h = 2, .kv = 1, .hd = 2496, .vd = 64, .l = 16, .sinks = true, .kv_chunk = 8};
   const Composition with = CheckAttention(sinks, tiny, Form::kFlash);
   EXPECT_EQ(with.sections.size(), 5u);
   // Not for a block of query rows: refused by name.
-  const AttnCase block{.h = 2, .kv = 1, .hd = 2480, .vd = 64, .l = 16, .rows = 2, .pos = Pos::kLiteral, .p = 3};
+  const AttnCase block{.h = 2, .kv = 1, .hd = 2640, .vd = 64, .l = 16, .rows = 2, .pos = Pos::kLiteral, .p = 3};
   absl::StatusOr<Composition> r = LowerAttention(AttnSpec(block), tiny, Form::kFlash);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),

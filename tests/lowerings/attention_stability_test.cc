@@ -50,6 +50,13 @@ TEST(AttentionStabilityTest, MaskedPositionsAreNeverRead) {
       {{.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 30, .rows = 5, .pos = Pos::kNamed, .p = 11}, Form::kFlash},
       {{.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 30, .pos = Pos::kNamed, .p = 27, .sliding = 6, .sinks = true},
        Form::kFlash},
+      // Blocks of several tile rows read their values whole, zeroing the positions no row sees first: grouped, a
+      // decode row's own window and sinks, one block and two.
+      {{.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 13, .kv_chunk = 16}, Form::kGrouped},
+      {{.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 13, .kv_chunk = 32}, Form::kGrouped},
+      {{.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 27, .sliding = 6, .sinks = true,
+        .kv_chunk = 16},
+       Form::kFlash},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(CaseText(k.c));
@@ -79,6 +86,17 @@ TEST(AttentionStabilityTest, FullyMaskedBlocksAreTheIdentity) {
   Spoil(
       inputs, window, [](int64_t j) { return j < 32; }, kNaN);
   ExpectMatchesReference(AttnSpec(window), w, tiny, inputs);
+
+  // Blocks of two tile rows: the first two lie wholly below the floor 43.
+  const AttnCase wide{.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 48, .pos = Pos::kNamed, .p = 46, .sliding = 3,
+                      .kv_chunk = 16};
+  const Composition wb = Lowered(wide, tiny, Form::kFlash);
+  ASSERT_EQ(wb.sections.size(), 1u);
+  EXPECT_EQ(wb.sections[0].num_blocks, 3);
+  inputs = AttnInputs(wb, wide.p, 3);
+  Spoil(
+      inputs, wide, [](int64_t j) { return j < 43 || j >= 46; }, kNaN);
+  ExpectMatchesReference(AttnSpec(wide), wb, tiny, inputs);
 
   const AttnCase causal{.h = 1, .kv = 1, .hd = 8, .vd = 8, .l = 32, .rows = 20, .pos = Pos::kNamed, .p = 1};
   const Composition c = Lowered(causal, tiny, Form::kFlash);

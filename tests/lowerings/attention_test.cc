@@ -59,7 +59,9 @@ void ExpectForm(const Composition& comp, const Case& k) {
   EXPECT_EQ(comp.name, names[0]);
   EXPECT_EQ(comp.sections.front().claim, NumericsClaim::Approx("attention scores in bf16"));
   EXPECT_EQ(comp.sections.back().claim, NumericsClaim::Approx("attention weighted sum in bf16"));
-  if (c.sinks && c.rows > 1) EXPECT_TRUE(comp.sections[1].claim.exact);
+  if (c.sinks && c.rows > 1) {
+    EXPECT_TRUE(comp.sections[1].claim.exact);
+  }
   // The mask is there exactly when a position can fall past a limit.
   const Section& scores = comp.sections.front();
   const bool masked = c.pos == Pos::kNamed || (c.pos == Pos::kLiteral && c.rows > 1) || c.sliding || c.chunked;

@@ -100,13 +100,13 @@ TEST(MlaTest, TheCacheIsReadOnce) {
   EXPECT_EQ(comp->name, "mla_128x128+64_r512_v128_l4096");
   const std::vector<std::string> names = {"head_matmul_1x128x128x512_tiled", "head_slice_128x64_of_192_tiled",
                                           "join_1x128_512+64_tiled", "relayout_dense_128x576_rows0",
-                                          "mla_flash_blocks_4x576_latent_split16_v512_l4096_b32",
+                                          "mla_flash_blocks_4x576_latent_split16_v512_l4096_b128",
                                           "mla_flash_combine_4x16_v512", "relayout_rows_128x512",
                                           "head_matmul_1x128x512x128_tiled"};
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(comp->sections[i].name, names[i]) << i;
   const Section& fold = comp->sections[4];
   EXPECT_EQ(fold.items.size(), 64u);
-  EXPECT_EQ(fold.num_blocks, 8);  // 128 blocks, 8 a part
+  EXPECT_EQ(fold.num_blocks, 2);  // 128 tile rows, 8 a part, in blocks of 4 (128 positions)
   EXPECT_LT(fold.FindTensor("v"), 0) << "a latent fold declares no V";
   int cache_loads = 0;
   for (const Stage& s : fold.stages) {
