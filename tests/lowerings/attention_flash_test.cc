@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "lowerings/registry.h"
 #include "spatial/maps.h"
 #include "spatial/proto_io.h"
 #include "tests/lowerings/attention_check.h"
@@ -229,6 +230,34 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
     EXPECT_EQ(std::get<Load>(combine->stages[i].op).multicast, axis) << name;
   }
   ExpectAttnCertifies(*comp, wh);
+}
+
+// A block the spec sets (kv_chunk, tt-metal's k_chunk_size) is whole tile rows that divide what a fold covers, and
+// wider than one tile row only where a query tile's live rows share their limit: else refused by name. Negative is
+// malformed.
+TEST(AttentionFlashTest, KvChunkRefusals) {
+  const Target& tiny = Shipped("test_tiny");
+  auto message = [&](const AttnCase& c) {
+    absl::StatusOr<Composition> r = Lower(AttnSpec(c), tiny);
+    return r.ok() ? std::string("lowered") : std::string(r.status().message());
+  };
+  const AttnCase rows{.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 32, .rows = 2, .pos = Pos::kNamed, .p = 5};
+  const std::string tail =
+      " (a block is whole tile rows that divide them, at most the accumulator's 4 tiles, and more than one only where "
+      "a query tile's rows share their limit)";
+  AttnCase c = rows;
+  c.kv_chunk = 12;
+  EXPECT_EQ(message(c), "NotLowered: a flash fold in blocks of 12 positions over 4 tile rows of 8" + tail);
+  c.kv_chunk = 16;  // two query rows, two limits
+  EXPECT_EQ(message(c), "NotLowered: a flash fold in blocks of 16 positions over 4 tile rows of 8" + tail);
+  c.kv_chunk = 8;
+  EXPECT_EQ(message(c), "lowered");
+  AttnCase decode{.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 5, .kv_chunk = 40};
+  EXPECT_EQ(message(decode), "NotLowered: a flash fold in blocks of 40 positions over 4 tile rows of 8" + tail);
+  decode.kv_chunk = 32;  // one decode row: its block may be read whole
+  EXPECT_EQ(message(decode), "lowered");
+  decode.kv_chunk = -8;
+  EXPECT_EQ(message(decode), "attention kv_chunk is negative (-8)");
 }
 
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
