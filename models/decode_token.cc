@@ -1,7 +1,10 @@
 #include "models/decode_token.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "certify/certify.h"
+#include "lowerings/moe/moe.h"
 #include "spatial/maps.h"  // CeilDiv
 #include "spatial/precision.h"
 #include "spatial/status_macros.h"
@@ -53,6 +56,14 @@ absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int
   run.weight_bytes = bytes_of(plan.weights);
   run.state_bytes = bytes_of(plan.state);
   return run;
+}
+
+std::vector<SimOptions::Choice> PlanChoices(const LayerPlan& plan) {
+  std::vector<SimOptions::Choice> choices;
+  for (const LayerOp& op : plan.ops) {
+    if (std::optional<MoeChoice> c = MoeChoiceOf(op.spec)) choices.push_back({c->dense, c->logits});
+  }
+  return choices;
 }
 
 namespace {

@@ -32,6 +32,11 @@ struct PlanRun {
 absl::StatusOr<PlanRun> RunPlan(const LayerPlan& plan, const Target& target, int64_t position, SimOptions options,
                                 const std::function<TensorMap(const Composition&)>& inputs_of = nullptr);
 
+// The discrete choices of `plan` the simulator's VM comparison follows (SimOptions.choices): each prefill mixture's
+// routing whose choice is its logits' order (MoeChoiceOf). With them, --values checks each mixture's routing as a
+// choice (a near tie may go either way) and everything after it given the machine's choice.
+std::vector<SimOptions::Choice> PlanChoices(const LayerPlan& plan);
+
 struct TokenPart {
   std::string name;  // "layer (dense MLP)", "layer (sliding attention, mixture of experts)", "head (final norm, ...)"
   int64_t count = 0;

@@ -97,14 +97,33 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
     vo.model = options.model;
     vo.progress = progress.VmCallback("values");
     ASSIGN_OR_RETURN(values, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, vo));
-    TensorMap exact;
+    TensorMap exact, given;
     const TensorMap* ref = &values;
+    const TensorMap* choice_ref = &values;
     if (options.compare_vm && options.model != nullptr && !options.model->exact()) {
       VmOptions exact_options;
       exact_options.progress = progress.VmCallback("exact VM");
       ASSIGN_OR_RETURN(exact, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, exact_options));
-      ref = &exact;
+      ref = choice_ref = &exact;
+      // The machine's choices, where the run makes any: the exact VM once more, following them.
+      TensorMap follow;
+      for (const SimOptions::Choice& ch : options.choices) {
+        auto v = values.find(ch.tensor);
+        if (v != values.end()) follow[ch.tensor] = v->second;
+      }
+      if (!follow.empty()) {
+        exact_options.follow = &follow;
+        exact_options.progress = progress.VmCallback("exact VM on the machine's choices");
+        ASSIGN_OR_RETURN(given, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, exact_options));
+        ref = &given;
+      }
     }
+    auto choice_of = [&](const std::string& name) -> const SimOptions::Choice* {
+      for (const SimOptions::Choice& ch : options.choices) {
+        if (ch.tensor == name) return &ch;
+      }
+      return nullptr;
+    };
     for (const Tensor& t : CompositionResults(c)) {
       auto it = values.find(t.name);
       if (it == values.end()) continue;
@@ -114,9 +133,26 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
       if (r == ref->end()) continue;
       const bool exact_claim = ExactLineage(c, t.name);
       auto tol = options.tolerance.find(t.name);
-      errors.push_back(CompareTensor(t.name, it->second, r->second,
-                                     tol != options.tolerance.end() ? tol->second : DefaultTolerance(exact_claim),
-                                     exact_claim));
+      const double tolerance = tol != options.tolerance.end() ? tol->second : DefaultTolerance(exact_claim);
+      const SimOptions::Choice* ch = ref != choice_ref ? choice_of(t.name) : nullptr;
+      if (ch != nullptr) {
+        // A choice against the exact VM's own (never against the run that follows it).
+        const TensorData& own = choice_ref->at(t.name);
+        auto sim_scores = values.find(ch->scores);
+        auto ref_scores = choice_ref->find(ch->scores);
+        errors.push_back(sim_scores != values.end() && ref_scores != choice_ref->end()
+                             ? CompareChoice(t.name, it->second, own, sim_scores->second, ref_scores->second,
+                                             tolerance)
+                             : CompareTensor(t.name, it->second, own, tolerance, exact_claim));
+        continue;
+      }
+      proto::OutputError e = CompareTensor(t.name, it->second, r->second, tolerance, exact_claim);
+      // Downstream of a choice: the exact run that follows the machine's choices differs here from the free one.
+      if (ref != choice_ref) {
+        auto free = choice_ref->find(t.name);
+        e.set_given_machine_choices(free != choice_ref->end() && free->second.values != r->second.values);
+      }
+      errors.push_back(std::move(e));
     }
   }
   MachineOptions mo;

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/report.pb.h"
@@ -40,6 +41,16 @@ struct SimOptions {
   // (sim/report/error_stats.h: 0 for Exact, 2^-5 for Approx), where an output is Exact only if every section on
   // its way from the run's inputs is (ExactLineage).
   std::map<std::string, double> tolerance;
+  // ★ A DISCRETE CHOICE IS COMPARED AS ONE: a mixture's routing picks the largest scores, and where two are nearly
+  // tied the machine's rounding may pick either. Each `tensor` (T x n weights, 0 where not chosen) chosen by the
+  // largest of `scores` (T x n, in the choice's order) is compared with compare_vm's exact VM by CompareChoice
+  // (sim/report/error_stats.h), and every other output with the exact VM run on the machine's values of these
+  // tensors (VmOptions.follow): what follows a choice is checked given the choice the machine made.
+  struct Choice {
+    std::string tensor;
+    std::string scores;
+  };
+  std::vector<Choice> choices;
   int timeout_seconds = 600;  // <= 0: none
 };
 

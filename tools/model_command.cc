@@ -2,6 +2,7 @@
 // target (issue #15), reported one row per op.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -74,6 +75,15 @@ void PrintOps(const PlanRun& run, double clock, bool values) {
                                rep.sections_size(), rep.total_cycles(), rep.total_cycles() / clock * 1e6, 100.0,
                                rep.roofline().limited_by(), 100.0 * rep.roofline().fraction(),
                                (rep.dram_read_bytes() + rep.dram_write_bytes()) / 1e6);
+}
+
+// The columns of tensor `name` in the run's program (1 when it has none by that name).
+int64_t ColsOf(const PlanRun& run, const std::string& name) {
+  for (const Section& s : run.lowered.program.sections) {
+    const int i = s.FindTensor(name);
+    if (i >= 0) return std::max<int64_t>(1, s.tensors[i].cols);
+  }
+  return 1;
 }
 
 int Fail(const absl::Status& st) {
@@ -152,6 +162,7 @@ int RunModel(const cli::ParsedArgs& args) {
     numerics = MakeTargetModel(*target);
     options.model = numerics.get();
     options.compare_vm = true;
+    options.choices = PlanChoices(*plan);
     options.progress = isatty(2) != 0;
     inputs_of = [&](const Composition& c) {
       TensorMap in = LayerRunInputs(c, *config, first, seed);
@@ -200,6 +211,26 @@ int RunModel(const cli::ParsedArgs& args) {
     std::cout << absl::StrFormat("values: %d outputs against the VM, %d outside their tolerance (rel L2 <= the "
                                  "report's tolerance per output)\n",
                                  rep.errors_size(), over);
+    // A mixture's routing is a choice: said when the machine chose otherwise on a near tie, and how many outputs were
+    // compared given the machine's choice.
+    int given = 0;
+    for (const proto::OutputError& e : rep.errors()) {
+      given += e.given_machine_choices() ? 1 : 0;
+      const bool choice = std::any_of(options.choices.begin(), options.choices.end(),
+                                      [&](const SimOptions::Choice& c) { return c.tensor == e.tensor(); });
+      if (!choice) continue;
+      const int64_t rows = e.elements() / ColsOf(*run, e.tensor());
+      std::cout << absl::StrFormat("  choice: %s (the routing) chose otherwise than the exact VM in %d of %d rows%s\n",
+                                   e.tensor(), e.choice_rows_differing(), rows,
+                                   e.choice_rows_differing() == 0 ? ""
+                                   : e.within() ? ", each a near tie of the router's logits within their own error"
+                                                : ", NOT all near ties");
+    }
+    if (given > 0) {
+      std::cout << absl::StrFormat(
+          "  %d outputs after a routing compared with the exact VM on the machine's routing (its choices and weights)\n",
+          given);
+    }
     // Name each one, internal tensors too: a table row shows only an op's result.
     for (const proto::OutputError& e : rep.errors()) {
       if (!e.within()) {

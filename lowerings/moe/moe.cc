@@ -231,6 +231,15 @@ absl::StatusOr<Composition> RoutedMoe(const proto::OpSpec& spec, const Target& t
 // ★ A SHARED EXPERT IS A DENSE FFN BESIDE THE ROUTED ONES: every token runs it and adds it unweighted, so it is
 // the kinds it is made of, each lowered, certified and checked on its own: gate and up matmuls, the SiLU, the
 // product, the down matmul, and the add of the routed sum.
+std::optional<MoeChoice> MoeChoiceOf(const proto::OpSpec& spec) {
+  if (spec.kind_case() != proto::OpSpec::kMoe) return std::nullopt;
+  const proto::MoeSpec& m = spec.moe();
+  if (m.tokens() <= 1 || m.selection_bias() || m.group_count() > 0) return std::nullopt;
+  const std::string routed = m.shared_dff() > 0 ? absl::StrCat(spec.out(), "__moe_routed") : spec.out();
+  const MoeNames names = MoeNames::Of(routed);
+  return MoeChoice{names.dense, names.logits};
+}
+
 absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(MoeOperands layout, CheckMoe(spec));
   const proto::MoeSpec& m = spec.moe();

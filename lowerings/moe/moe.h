@@ -15,6 +15,8 @@
 #define LOWERINGS_MOE_MOE_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "proto/op.pb.h"
@@ -78,6 +80,17 @@ double MoeRoundScale(const proto::MoeSpec& m);
 // Internal tensors "{out}__moe_*" (MoeNames). Refusals: CheckMoe's; "a group limit over more groups than a page
 // has rows"; the target's missing datapaths; a section that does not fit a site.
 absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target);
+
+// A prefill's routing as a choice the simulator's comparison can follow (SimOptions.choices): the dense weights
+// ("{routed}__moe_dense", T x ne, 0 where not chosen) and the logits whose order chooses them
+// ("{routed}__moe_logits": the softmax and the sigmoid keep it), {routed} the op's result, or "{out}__moe_routed"
+// beside a shared expert. nullopt for a decode step (its picks are a table, not a row of weights) and where the
+// choice is not the logits' order (a selection bias, a group limit).
+struct MoeChoice {
+  std::string dense;
+  std::string logits;
+};
+std::optional<MoeChoice> MoeChoiceOf(const proto::OpSpec& spec);
 
 }  // namespace spatial
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace spatial {
 
@@ -50,6 +52,55 @@ proto::OutputError CompareTensor(const std::string& name, const TensorData& sim,
   if (std::isnan(rel_l2)) rel_l2 = inf;  // an infinite difference
   e.set_rel_l2(rel_l2);
   e.set_within(tolerance > 0 ? (nan_mismatch == 0 && rel_l2 <= tolerance) : all_equal);
+  return e;
+}
+
+proto::OutputError CompareChoice(const std::string& name, const TensorData& sim, const TensorData& ref,
+                                 const TensorData& sim_scores, const TensorData& ref_scores, double tolerance) {
+  const bool shaped = sim.rows == ref.rows && sim.cols == ref.cols && sim_scores.rows == ref.rows &&
+                      sim_scores.cols == ref.cols && ref_scores.rows == ref.rows && ref_scores.cols == ref.cols &&
+                      ref.values.size() == static_cast<size_t>(ref.rows * ref.cols) &&
+                      sim.values.size() == ref.values.size() && sim_scores.values.size() == ref.values.size() &&
+                      ref_scores.values.size() == ref.values.size();
+  if (!shaped) {  // not a choice of these scores: an infinite error, named as a shape mismatch
+    proto::OutputError e = CompareTensor(name, sim, ref, tolerance, false);
+    e.set_within(false);
+    return e;
+  }
+  const int64_t rows = ref.rows, n = ref.cols;
+  TensorData alike_sim{0, n, sim.precision, {}}, alike_ref{0, n, ref.precision, {}};
+  int64_t differing = 0;
+  bool explained = true;
+  for (int64_t t = 0; t < rows; ++t) {
+    const double* s = sim.values.data() + t * n;
+    const double* r = ref.values.data() + t * n;
+    std::vector<int64_t> only_sim, only_ref;
+    for (int64_t e = 0; e < n; ++e) {
+      if ((s[e] != 0) && !(r[e] != 0)) only_sim.push_back(e);
+      if (!(s[e] != 0) && (r[e] != 0)) only_ref.push_back(e);
+    }
+    if (only_sim.empty() && only_ref.empty()) {
+      alike_sim.values.insert(alike_sim.values.end(), s, s + n);
+      alike_ref.values.insert(alike_ref.values.end(), r, r + n);
+      ++alike_sim.rows;
+      ++alike_ref.rows;
+      continue;
+    }
+    ++differing;
+    const double* ss = sim_scores.values.data() + t * n;
+    const double* rs = ref_scores.values.data() + t * n;
+    double d = 0;
+    for (int64_t e = 0; e < n; ++e) d = std::max(d, std::fabs(ss[e] - rs[e]));
+    bool row_ok = only_sim.size() == only_ref.size() && std::isfinite(d);
+    for (int64_t a : only_sim) {
+      for (int64_t b : only_ref) row_ok = row_ok && std::fabs(rs[a] - rs[b]) <= 2 * d;
+    }
+    explained = explained && row_ok;
+  }
+  proto::OutputError e = CompareTensor(name, alike_sim, alike_ref, tolerance, false);
+  e.set_elements(rows * n);
+  e.set_choice_rows_differing(differing);
+  e.set_within(e.within() && explained);
   return e;
 }
 

@@ -23,6 +23,16 @@ inline double DefaultTolerance(bool exact_claim) { return exact_claim ? 0.0 : kA
 proto::OutputError CompareTensor(const std::string& name, const TensorData& sim, const TensorData& ref,
                                  double tolerance, bool exact_claim);
 
+// Compares a choice: `sim` and `ref` are T x n rows of weights, nonzero exactly where an expert is chosen, each row's
+// choice the largest of its scores (`sim_scores` the machine's, `ref_scores` the exact VM's, T x n; their order is the
+// choice's: a softmax or a sigmoid of them is monotonic). A row whose chosen set differs is explained when every
+// expert chosen on one side only is within 2 d of every expert chosen on the other side only in the exact scores, d
+// the row's largest score error (machine against exact): the machine's own rounding can order them either way. The
+// errors (max abs, max rel, rel L2) are over the rows that choose alike; within: every differing row explained and
+// rel L2 <= tolerance. choice_rows_differing counts the rows that differ.
+proto::OutputError CompareChoice(const std::string& name, const TensorData& sim, const TensorData& ref,
+                                 const TensorData& sim_scores, const TensorData& ref_scores, double tolerance);
+
 }  // namespace spatial
 
 #endif  // SIM_REPORT_ERROR_STATS_H_

@@ -85,7 +85,8 @@ struct Worker {
 class Runner {
  public:
   Runner(const Composition& c, TileShape tile, const ValueModel& model, const VmOptions& options)
-      : c_(c), tile_(tile), model_(model), progress_(options.progress), threads_(ThreadsOf(options)) {}
+      : c_(c), tile_(tile), model_(model), progress_(options.progress), follow_(options.follow),
+        threads_(ThreadsOf(options)) {}
 
   static int64_t ThreadsOf(const VmOptions& o) {
     if (o.threads > 0) return o.threads;
@@ -100,7 +101,10 @@ class Runner {
       RETURN_IF_ERROR(CompileSection(s, sections_.back()));
     }
     writes_done_.assign(tensors_.size(), 0);
-    for (size_t i = 0; i < sections_.size(); ++i) RETURN_IF_ERROR(RunSection(static_cast<int>(i)));
+    for (size_t i = 0; i < sections_.size(); ++i) {
+      RETURN_IF_ERROR(RunSection(static_cast<int>(i)));
+      RETURN_IF_ERROR(Follow(c_.sections[i]));
+    }
     TensorMap out;
     for (TensorValue& t : tensors_) {
       TensorData d;
@@ -343,6 +347,27 @@ class Runner {
 
   // ── Running ──
 
+  // The given values of every followed tensor `s` stores, in place of what it computed (VmOptions::follow).
+  absl::Status Follow(const Section& s) {
+    if (follow_ == nullptr) return absl::OkStatus();
+    for (const Stage& st : s.stages) {
+      const auto* store = std::get_if<Store>(&st.op);
+      if (store == nullptr || store->tensor < 0 || store->tensor >= static_cast<int>(s.tensors.size())) continue;
+      const std::string& name = s.tensors[store->tensor].name;
+      auto given = follow_->find(name);
+      auto at = by_name_.find(name);
+      if (given == follow_->end() || at == by_name_.end()) continue;
+      TensorValue& t = tensors_[at->second];
+      if (given->second.values.size() != t.values.size()) {
+        return FaultStatus(vi::kBadProgram, Where(s),
+                           absl::StrCat("the followed values of tensor '", name, "' are ", given->second.values.size(),
+                                        " elements; it has ", t.values.size()));
+      }
+      t.values = given->second.values;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status CheckStateOrder(int si) {
     const CompiledSection& cs = sections_[si];
     if (c_.state_order.empty()) return absl::OkStatus();
@@ -549,6 +574,7 @@ class Runner {
   const TileShape tile_;
   const ValueModel& model_;
   const std::function<void(int, int, int64_t, int64_t)>& progress_;
+  const TensorMap* follow_;
   std::map<std::string, int> by_name_;
   std::vector<TensorValue> tensors_;
   std::vector<CompiledSection> sections_;

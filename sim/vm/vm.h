@@ -27,6 +27,10 @@ struct VmOptions {
   std::function<void(int section, int sections, int64_t item, int64_t items)> progress;
   // Threads a section's items run on (0: the machine's cores). The result's bits do not depend on it.
   int threads = 0;
+  // Tensors whose values the run takes as given instead of computing them: once a section has stored one, its values
+  // are replaced by these (same shape), so every later section reads them. The simulator's comparison runs the exact
+  // VM on the machine's discrete choices (a mixture's routing) this way. nullptr: none.
+  const TensorMap* follow = nullptr;
 };
 
 // Runs `c` on a TR x TC tile (callers pass the target's tile; the composition's own fields are not read).

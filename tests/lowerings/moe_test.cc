@@ -259,7 +259,9 @@ TEST(MoeTest, PrefillMatchesReference) {
     Composition comp = CheckLowering(spec, t, MoeDraw(c.d, c.dff), 1e-12, static_cast<uint64_t>(c.ne * 7 + c.tokens));
     const size_t groups = c.groups > 0 ? 1 : 0;
     ASSERT_EQ(comp.sections.size(), 5u + groups + (c.shared > 0 ? 6u : 0u) + (c.shared_gate ? 1u : 0u));
-    if (groups) EXPECT_EQ(comp.sections[1].name, absl::StrCat("moe_groups_", c.tokens, "x", c.ne, "x", c.kept));
+    if (groups) {
+      EXPECT_EQ(comp.sections[1].name, absl::StrCat("moe_groups_", c.tokens, "x", c.ne, "x", c.kept));
+    }
     EXPECT_EQ(comp.sections[1 + groups].name, absl::StrCat("moe_route_", c.tokens, "x", c.ne, "x", c.k));
     EXPECT_EQ(comp.sections[3 + groups].name,
               absl::StrCat("moe_dense_up_", c.tokens, "x", c.ne, "_", c.d, "x", c.dff));

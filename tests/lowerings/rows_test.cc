@@ -27,7 +27,9 @@ void RunCases(const std::vector<Case>& cases, const Draw& draw, double tol) {
     std::vector<std::string> names;
     for (const Section& s : c.sections) names.push_back(s.name);
     EXPECT_EQ(names, k.sections);
-    if (!c.sections.empty()) EXPECT_EQ(c.sections.back().items.size(), k.items);
+    if (!c.sections.empty()) {
+      EXPECT_EQ(c.sections.back().items.size(), k.items);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // plain-loop decoder reference (decoder_reference.h) that shares no code with the lowerings.
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +18,8 @@
 #include "models/decode_token.h"
 #include "models/layer.h"
 #include "models/model_config.h"
+#include "sim/numerics/target_model.h"
+#include "sim/simulate.h"
 #include "sim/vm/vm.h"
 #include "spatial/tensor_data.h"
 #include "targets/loader.h"
@@ -586,6 +589,53 @@ TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
       }
     }
   }
+}
+
+// ★ A PREFILL MIXTURE'S ROUTING IS A CHOICE the VM comparison follows (PlanChoices): the dense weights chosen by the
+// logits' order. A decode's routing (a table of picks) and a dense layer have none. With them, --values compares the
+// routing as a choice and what follows it given the machine's choice: every output within on a small Qwen3 mixture.
+TEST(PlanChoices, APrefillMixtureRoutesByItsLogits) {
+  absl::StatusOr<ModelConfig> c = ReadModelConfig(WriteConfig("choices", SmallModel("qwen3_moe")));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const absl::StatusOr<Target> loaded = LoadTarget("test_tiny");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Target& tiny = *loaded;
+  absl::StatusOr<LayerPlan> prefill = PrefillLayerPlan(*c, 1, PrefillPhase{9, 20, {}}, tiny);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  const std::vector<SimOptions::Choice> choices = PlanChoices(*prefill);
+  ASSERT_EQ(choices.size(), 1u);
+  EXPECT_THAT(choices[0].tensor, ::testing::EndsWith("__moe_dense"));
+  EXPECT_THAT(choices[0].scores, ::testing::EndsWith("__moe_logits"));
+  absl::StatusOr<LayerPlan> dense = PrefillLayerPlan(*c, 0, PrefillPhase{9, 20, {}}, tiny);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_TRUE(PlanChoices(*dense).empty());
+  absl::StatusOr<LayerPlan> decode = DecodeLayerPlan(*c, 1, DecodePhase{9, 20, {}}, tiny);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  EXPECT_TRUE(PlanChoices(*decode).empty());
+
+  const std::unique_ptr<ValueModel> numerics = MakeTargetModel(tiny);
+  SimOptions o;
+  o.model = numerics.get();
+  o.compare_vm = true;
+  o.choices = choices;
+  absl::StatusOr<PlanRun> run = RunPlan(*prefill, tiny, 1, o, [&](const Composition& comp) {
+    TensorMap in = LayerRunInputs(comp, *c, 1, 5);
+    for (auto& [name, d] : in) {
+      if (!IsInteger(d.precision)) numerics->StoreRound(d.precision, d.values.data(), d.values.size());
+    }
+    return in;
+  });
+  ASSERT_TRUE(run.ok()) << run.status();
+  bool routed = false;
+  for (const proto::OutputError& e : run->report.errors()) {
+    EXPECT_TRUE(e.within()) << e.tensor() << " rel L2 " << e.rel_l2();
+    if (e.tensor() == choices[0].tensor) {
+      routed = true;
+      EXPECT_EQ(e.elements(), 9 * 32);
+      EXPECT_FALSE(e.given_machine_choices());  // a choice is compared with the exact VM's own
+    }
+  }
+  EXPECT_TRUE(routed);
 }
 
 std::vector<SmallCase> SmallCases() {

@@ -46,6 +46,41 @@ TEST(ErrorStats, NansMatchOnlyNans) {
   EXPECT_FALSE(CompareTensor("t", Row({1.0}), Row({1.0, 2.0}), 1.0, false).within());
 }
 
+TensorData Rows(int64_t rows, std::vector<double> v) {
+  TensorData t = Row(std::move(v));
+  t.rows = rows;
+  t.cols /= rows;
+  return t;
+}
+
+// A choice compares the rows that choose alike as values, and lets a row choose otherwise only on a near tie of the
+// exact scores that the machine's own score error explains.
+TEST(ErrorStats, AChoiceDiffersOnlyOnANearTie) {
+  // Two tokens, top 1 of 3 experts. Row 0 alike; row 1: the machine picks expert 0, the exact VM expert 1.
+  const TensorData ref = Rows(2, {0.0, 1.0, 0.0, 0.0, 1.0, 0.0});
+  const TensorData sim = Rows(2, {0.0, 0.99, 0.0, 1.0, 0.0, 0.0});
+  const TensorData ref_scores = Rows(2, {0.1, 2.0, -1.0, 1.000, 1.002, 0.0});
+  // The machine's scores of row 1 are off by up to 0.003: 1.000 vs 1.002 is a tie it can order either way.
+  const TensorData near = Rows(2, {0.1, 2.0, -1.0, 1.003, 1.001, 0.0});
+  proto::OutputError e = CompareChoice("w", sim, ref, near, ref_scores, 0.05);
+  EXPECT_EQ(e.choice_rows_differing(), 1);
+  EXPECT_EQ(e.elements(), 6);
+  EXPECT_NEAR(e.rel_l2(), 0.01, 1e-12);  // row 0 only: 0.99 against 1
+  EXPECT_TRUE(e.within());
+  // Scores off by 0.0005 cannot reorder 1.000 and 1.002: not a tie the machine's rounding explains.
+  const TensorData close = Rows(2, {0.1, 2.0, -1.0, 1.0005, 1.0015, 0.0});
+  e = CompareChoice("w", sim, ref, close, ref_scores, 0.05);
+  EXPECT_EQ(e.choice_rows_differing(), 1);
+  EXPECT_FALSE(e.within());
+  // Alike everywhere: a plain comparison, nothing differing.
+  e = CompareChoice("w", ref, ref, ref_scores, ref_scores, 0.0);
+  EXPECT_EQ(e.choice_rows_differing(), 0);
+  EXPECT_TRUE(e.within());
+  // Choosing more experts than the exact VM is never a tie; nor is a shape that is not the scores'.
+  EXPECT_FALSE(CompareChoice("w", Rows(2, {1.0, 1.0, 0.0, 0.0, 1.0, 0.0}), ref, near, ref_scores, 0.05).within());
+  EXPECT_FALSE(CompareChoice("w", sim, ref, Row({1.0}), ref_scores, 0.05).within());
+}
+
 TEST(Placement, RoundRobinInItemOrder) {
   const Composition c = sim_test::Copy(10, 1);
   const Placement p = PlaceItems(c.sections[0], sim_test::WormholeLike(2, 2));

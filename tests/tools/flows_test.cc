@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -403,6 +404,25 @@ TEST_F(ModelFlow, ValuesCompareEveryOpWithTheVm) {
   // A prefill's RoPE turns the dense matrix the projection wrote: no relayout around it.
   EXPECT_THAT(prefill.out, testing::ContainsRegex("\nq_rope +rope [^\n]* ok *\n"));
   EXPECT_THAT(prefill.out, Not(HasSubstr("q to rows")));
+}
+
+// --values over a prefill mixture: the routing is compared as a choice (how many rows chose otherwise than the exact
+// VM, each a near tie), and what follows it with the exact VM on the machine's choices. A small Qwen3 mixture (32
+// experts of 32, the top 3) whose layer 1 routes.
+TEST_F(ModelFlow, ValuesCompareAMixturesRoutingAsAChoice) {
+  std::ofstream(Path("moe.json")) << R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+    "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 64, "rms_norm_eps": 1e-6,
+    "rope_theta": 10000, "hidden_act": "silu", "rope_scaling": null, "torch_dtype": "bfloat16", "vocab_size": 256,
+    "num_experts": 32, "num_experts_per_tok": 3, "moe_intermediate_size": 32, "norm_topk_prob": true,
+    "decoder_sparse_step": 1, "mlp_only_layers": [0]})";
+  CliRun r = Spatial(absl::StrCat("model --config=", Path("moe.json"), " --layer=1 --prefill=9 --cache=20 --values "
+                                  "--target=test_tiny"));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, testing::ContainsRegex(
+                         "\n  choice: mlp_out__moe_dense \\(the routing\\) chose otherwise than the exact VM in "
+                         "[0-9]+ of 9 rows"));
+  EXPECT_THAT(r.out, testing::ContainsRegex("values: [0-9]+ outputs against the VM, 0 outside their tolerance"));
 }
 
 // --input / --inputs-dir: a run input given by name replaces the drawn one, checked against the layer's tensor.

@@ -343,23 +343,58 @@ class ToyModel final : public ValueModel {
                   Precision, MathFidelity) const override {}
 };
 
+// VmOptions.follow: once a section stores a followed tensor, the run takes the given values for it, and the sections
+// after it read those (the simulator's comparison follows the machine's routing so).
+TEST(VmGeneric, AFollowedTensorTakesTheGivenValues) {
+  const std::vector<In> ins = {{"x", 1, 3, {1, 2, 3}}};
+  Composition c = OneGeneric(ins, {0}, 1, 3, FlatSpace(3), {At(0)}, At(0), Add(Op(0), Const(1.0)));
+  // The second section reads the first's result "y" and writes "z" = 2y.
+  Template t(4, 4);
+  const TensorId y = t.AddTensor("y", TensorRole::kInput, 1, 3, kF, TensorInit::External());
+  const TensorId z = t.AddTensor("z", TensorRole::kOutput, 1, 3, kF, TensorInit::Zero());
+  const BufferId in = t.AddBuffer("in_y", 1, kF);
+  const BufferId out = t.AddBuffer("out", 1, kF);
+  t.AddLoad("load_y", y, {}, 1, in);
+  t.AddGeneric("twice", FlatSpace(3), {in}, {At(0)}, At(0), Mul(Op(0), Const(2.0)), out);
+  t.AddStore("store", z, {}, 1, out);
+  c.sections.push_back(Single(t.Finish("s2", WholeRow(1), kF, NumericsClaim::Approx("test"))).sections[0]);
+  auto free = RunComposition(c, 4, 4, Inputs(ins));
+  ASSERT_TRUE(free.ok()) << free.status();
+  EXPECT_EQ(free->at("z").values, (std::vector<double>{4, 6, 8}));
+  TensorMap given;
+  given["y"] = TensorData{1, 3, kF, {10, 20, 30}};
+  VmOptions o;
+  o.follow = &given;
+  auto followed = RunComposition(c, 4, 4, Inputs(ins), o);
+  ASSERT_TRUE(followed.ok()) << followed.status();
+  EXPECT_EQ(followed->at("y").values, (std::vector<double>{10, 20, 30}));
+  EXPECT_EQ(followed->at("z").values, (std::vector<double>{20, 40, 60}));
+  // Given values of another shape are a malformed request, named.
+  given["y"] = TensorData{1, 2, kF, {1, 2}};
+  auto bad = RunComposition(c, 4, 4, Inputs(ins), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Has(bad.status(), "the followed values of tensor 'y' are 2 elements; it has 3")) << bad.status();
+}
+
 TEST(VmGeneric, NonExactModelsRoundAndComputeThroughTheHooks) {
   static const ToyModel kToy;
+  VmOptions toy;
+  toy.model = &kToy;
   std::vector<In> ins = {{"x", 1, 3, {1.4, 2.6, 3}}};
   TensorMap in = Inputs(ins);
   Composition add = OneGeneric(ins, {0}, 1, 3, FlatSpace(3), {At(0)}, At(0), Add(Op(0), Const(0.2)));
-  auto y = RunComposition(add, 4, 4, in, VmOptions{&kToy});
+  auto y = RunComposition(add, 4, 4, in, toy);
   ASSERT_TRUE(y.ok()) << y.status();
   // Inputs round on the way in (1, 3, 3); then + 0.2 + 1000, rounded into the page.
   EXPECT_EQ(y->at("y").values, (std::vector<double>{1001, 1003, 1003}));
   EXPECT_EQ(y->at("x").values, (std::vector<double>{1, 3, 3}));
   Composition exp = OneGeneric(ins, {0}, 1, 3, FlatSpace(3), {At(0)}, At(0), Unary(SfpuKind::Exp(), Op(0)));
-  auto z = RunComposition(exp, 4, 4, in, VmOptions{&kToy});
+  auto z = RunComposition(exp, 4, 4, in, toy);
   ASSERT_TRUE(z.ok()) << z.status();
   EXPECT_EQ(z->at("y").values, (std::vector<double>{42, 42, 42}));
   // Reductions fold through Arith too: 1000 + (1000 + (0 + 1 ...)).
   Composition sum = OneGeneric(ins, {0}, 1, 1, HeadSpace(1, 3, IterKind::kReduceSum), {At(0)}, ConstMap(), Op(0));
-  auto s = RunComposition(sum, 4, 4, in, VmOptions{&kToy});
+  auto s = RunComposition(sum, 4, 4, in, toy);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->at("y").values, (std::vector<double>{3007}));
 }
