@@ -255,7 +255,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // Tile row i of a block starts at position i * tile of it: the table of those offsets, for the values' mask.
   const bool mask_values = tile_values && mask.masked;
   std::optional<BufferId> offsets;
-  if (mask_values && kb > 1) {
+  if (mask_values) {
     std::vector<int64_t> at(static_cast<size_t>(tw), 0);
     for (int64_t i = 0; i < kb; ++i) at[i] = i * tr;
     const TensorId offsets_t = t.AddTensor(absl::StrCat(names.out, "__flash_tile_offsets"), TensorRole::kParam, 1,
@@ -368,21 +368,20 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const BufferId l_blk = t.AddScratchDeep("block_sum", 1, 1, acc);
   t.AddGeneric("block_sum", HeadSpace(qr, wb, IterKind::kReduceSum), {p_buf, sc_in}, {IdentMap(wb), ConstMap()},
                PerRowMap(w1), Op(0), l_blk);
-  // Value page j of the block: kb x vt tiles, position i * tile + r at row r of tile row i. Latent: columns
-  // [(j0 + j) * wd, ...) of the block's key page, a plane hd wide a tile row.
-  auto value_map = [&](int64_t j) {  // j < 0: the block's own values page, kb x vt tiles
-    return g.latent && j >= 0 ? ElemAccess{(j0 + j) * wd, {{LoopVar::kRow, kb * g.hd}, {LoopVar::kK, g.hd}, {LoopVar::kCol, 1}},
-                                 std::nullopt}
-                    : ElemAccess{0, {{LoopVar::kRow, kb * wd}, {LoopVar::kK, wd}, {LoopVar::kCol, 1}}, std::nullopt};
-  };
   if (tile_values) {
+    // A block's value page: kb x vt tiles side by side, position i * tile + r at row r of tile row i, (r, i, e) at
+    // r * kb * wd + i * wd + e. Latent: value page j is columns [(j0 + j) * wd, ...) of the key page's tile rows.
+    const ElemAccess block_values{0, {{LoopVar::kRow, kb * wd}, {LoopVar::kK, wd}, {LoopVar::kCol, 1}}, std::nullopt};
+    auto latent_values = [&](int64_t j) {
+      return ElemAccess{(j0 + j) * wd, {{LoopVar::kRow, kb * g.hd}, {LoopVar::kK, g.hd}, {LoopVar::kCol, 1}},
+                        std::nullopt};
+    };
     // ★ A POSITION NO ROW SEES IS ZEROED BEFORE THE PRODUCT: the tile's live rows share their limit and floor (a
     // regrouped tile's rows are heads of one query row; a decode tile has one), so tile row i of the block keeps the
     // rows r with floor - i * tile <= r < limit - i * tile. A latent fold copies its values out of the key page here
     // too.
     std::optional<BufferId> tile_lim, tile_floor;
     auto per_tile_row = [&](const std::string& name, BufferId bound) {
-      if (kb == 1) return bound;
       const BufferId b = t.AddScratchDeep(name, 1, 1, ix);
       t.AddGeneric(name, FlatSpace(kb), {bound, *offsets}, {Fixed(0), At(0)}, At(0), Sub(Op(0), Op(1)), b);
       return b;
@@ -396,11 +395,11 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
       if (mask_values || g.latent) {
         const BufferId live = t.AddScratchDeep(part("live_values", j), 1, kb * vt, precision);
         std::vector<BufferId> ins{values};
-        std::vector<ElemAccess> maps{value_map(j)};
+        std::vector<ElemAccess> maps{g.latent ? latent_values(j) : block_values};
         Body keep = Op(0);
         if (tile_lim) {
           ins.push_back(*tile_lim);
-          maps.push_back(kb == 1 ? Fixed(0) : ElemAccess{0, {{LoopVar::kK, 1}}, std::nullopt});
+          maps.push_back(ElemAccess{0, {{LoopVar::kK, 1}}, std::nullopt});  // tile row i's bound
           if (tile_floor) {
             ins.push_back(*tile_floor);
             maps.push_back(maps.back());
@@ -411,7 +410,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
         t.AddGeneric(part("live_values", j),
                      {{LoopVar::kRow, tr, IterKind::kParallel}, {LoopVar::kK, kb, IterKind::kParallel},
                       {LoopVar::kCol, wd, IterKind::kParallel}},
-                     ins, maps, value_map(-1), keep, live);
+                     ins, maps, block_values, keep, live);
         values = live;
       }
       // O' = a * O + P · V: the running output scaled in place, then the block's product accumulated onto it.
