@@ -288,7 +288,8 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     }
   }
 
-  // ── The body, once per block: block b of K/V head x is tile row b of the cache from tile x * head_t.
+  // ── The body, once per block: block b of K/V head x is tile rows [b*kb, (b+1)*kb) of the cache from tile
+  // x * head_t.
   t.SetPhase(body_phase);
   if (fold) t.Fold(nb_fold);
   const BufferId k_in = t.AddBufferDeep("in_k", pages, kb * head_t, precision);
@@ -532,7 +533,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     absl::StrAppend(&values, "_v", g.vd);
   }
   // ★ THE BLOCKS ARE THE CONTRACTION'S K BLOCKS: an item's result is one tile row of the dense result; the cache's
-  // ceil(l / tile) blocks are what it folds over.
+  // ceil(l / tile) / (kb * split) blocks are what it folds over.
   t.SetPlan(BlockPlan{.per_site_n = part_t, .grid_y = fi.tiles_q, .grid_x = fi.per_row * split, .num_blocks = nb_fold,
                       .osw = part_t});
   return FinishSection(

@@ -228,9 +228,6 @@ absl::StatusOr<Composition> RoutedMoe(const proto::OpSpec& spec, const Target& t
   return FitsSites(std::move(c), "mixture of experts", target);
 }
 
-// ★ A SHARED EXPERT IS A DENSE FFN BESIDE THE ROUTED ONES: every token runs it and adds it unweighted, so it is
-// the kinds it is made of, each lowered, certified and checked on its own: gate and up matmuls, the SiLU, the
-// product, the down matmul, and the add of the routed sum.
 std::optional<MoeChoice> MoeChoiceOf(const proto::OpSpec& spec) {
   if (spec.kind_case() != proto::OpSpec::kMoe) return std::nullopt;
   const proto::MoeSpec& m = spec.moe();
@@ -240,6 +237,9 @@ std::optional<MoeChoice> MoeChoiceOf(const proto::OpSpec& spec) {
   return MoeChoice{names.dense, names.logits};
 }
 
+// ★ A SHARED EXPERT IS A DENSE FFN BESIDE THE ROUTED ONES: every token runs it and adds it unweighted, so it is
+// the kinds it is made of, each lowered, certified and checked on its own: gate and up matmuls, the SiLU, the
+// product, the down matmul, and the add of the routed sum.
 absl::StatusOr<Composition> FromMoe(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(MoeOperands layout, CheckMoe(spec));
   const proto::MoeSpec& m = spec.moe();
