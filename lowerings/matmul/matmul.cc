@@ -86,8 +86,10 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   Template t(tr, tc);
   ASSIGN_OR_RETURN(TensorInit a_init, InitOf(ops[0].fill, a_elems));
   ASSIGN_OR_RETURN(TensorInit b_init, InitOf(ops[1].fill, b_elems));
+  const bool tb = mm.transpose_b();
   TensorId a = t.AddTensor(ops[0].name, TensorRole::kInput, mm.m(), mm.k(), fa, std::move(a_init));
-  TensorId b = t.AddTensor(ops[1].name, TensorRole::kInput, mm.k(), mm.n(), fb, std::move(b_init));
+  TensorId b = t.AddTensor(ops[1].name, TensorRole::kInput, tb ? mm.n() : mm.k(), tb ? mm.k() : mm.n(), fb,
+                           std::move(b_init));
   TensorId c = t.AddTensor(spec.out(), TensorRole::kOutput, mm.m(), mm.n(), fo, TensorInit::Zero());
   BufferId a_in = t.AddBuffer("in_a", pm * kb, fa);
   BufferId b_in = t.AddBuffer("in_b", kb * pn, fb);
@@ -99,11 +101,16 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
   // Item (ITEM_Y, ITEM_X) computes C tiles [ITEM_Y * pm, +pm) x [ITEM_X * pn, +pn). Fold block KBLOCK (after the
   // peeled first one) reads K tiles [(KBLOCK + 1) * kb, +kb). A's block depends on ITEM_Y only, so it is the
   // same along ITEM_X (a row of sites) and multicast there; B's on ITEM_X only, multicast along ITEM_Y.
+  // ★ A TRANSPOSED B IS READ IN PLACE: its block is the pn x kb tiles of the n x k matrix (rows ITEM_X * pn, the
+  // fold's K tiles as columns), each tile transposed by the engine as it multiplies (MatmulTiles.transpose_b).
   const BlockShape a_block{.h = pm, .w = kb, .pitch = k_t};
-  const BlockShape b_block{.h = kb, .w = pn, .pitch = n_t};
-  const MatmulTiles first{.m_tiles = pm, .n_tiles = pn, .k_tiles = kb, .accumulate = false, .fidelity = fidelity};
+  const BlockShape b_block = tb ? BlockShape{.h = pn, .w = kb, .pitch = k_t} : BlockShape{.h = kb, .w = pn, .pitch = n_t};
+  const int64_t b_item = tb ? pn * k_t : pn;  // B's tile step from one ITEM_X to the next
+  const int64_t b_kstep = tb ? kb : kb * n_t;  // and from one K block to the next
+  const MatmulTiles first{.m_tiles = pm, .n_tiles = pn, .k_tiles = kb, .accumulate = false, .transpose_b = tb,
+                          .fidelity = fidelity};
   StageId la0 = t.AddLoadBlockAt("load_a", a, 0, {{LoopVar::kItemY, pm * k_t}}, a_block, a_in);
-  StageId lb0 = t.AddLoadBlockAt("load_b", b, 0, {{LoopVar::kItemX, pn}}, b_block, b_in);
+  StageId lb0 = t.AddLoadBlockAt("load_b", b, 0, {{LoopVar::kItemX, b_item}}, b_block, b_in);
   t.SetMulticast(la0, LoopVar::kItemX);
   t.SetMulticast(lb0, LoopVar::kItemY);
   StageId mul0 = t.AddMatmul("matmul", first, a_in, b_in, acc_buf);
@@ -114,15 +121,15 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
     // A fold of one block is no fold (a section folds two blocks or more): the second block is then written out
     // in the prologue, at its fixed K offset.
     const bool fold = bk.k_blocks > 2;
-    std::vector<Term> a_steps{{LoopVar::kItemY, pm * k_t}}, b_steps{{LoopVar::kItemX, pn}};
+    std::vector<Term> a_steps{{LoopVar::kItemY, pm * k_t}}, b_steps{{LoopVar::kItemX, b_item}};
     if (fold) {
       t.Fold(bk.k_blocks - 1);
       t.SetPhase(Phase::kBody);
       a_steps.push_back({LoopVar::kKBlock, kb});
-      b_steps.insert(b_steps.begin(), {LoopVar::kKBlock, kb * n_t});
+      b_steps.insert(tb ? b_steps.end() : b_steps.begin(), {LoopVar::kKBlock, b_kstep});
     }
     StageId la = t.AddLoadBlockAt("load_a_k", a, kb, a_steps, a_block, a_in);
-    StageId lb = t.AddLoadBlockAt("load_b_k", b, kb * n_t, b_steps, b_block, b_in);
+    StageId lb = t.AddLoadBlockAt("load_b_k", b, b_kstep, b_steps, b_block, b_in);
     t.SetMulticast(la, LoopVar::kItemX);
     t.SetMulticast(lb, LoopVar::kItemY);
     MatmulTiles more = first;

@@ -1,4 +1,4 @@
-// The matmul reference: the plain triple loop.
+// The matmul reference: the plain triple loop (B read transposed with transpose_b).
 #include <vector>
 
 #include "lowerings/reference_ops.h"
@@ -16,12 +16,13 @@ absl::StatusOr<TensorMap> ReferenceMatmul(const proto::OpSpec& spec, const Tenso
   RETURN_IF_ERROR(CheckElements("matmul", "k", k));
   RETURN_IF_ERROR(CheckElements("matmul", "n", n));
   ASSIGN_OR_RETURN(const TensorData* a, RefInput(inputs, ops[0].name, m, k));
-  ASSIGN_OR_RETURN(const TensorData* b, RefInput(inputs, ops[1].name, k, n));
+  const bool tb = spec.matmul().transpose_b();
+  ASSIGN_OR_RETURN(const TensorData* b, RefInput(inputs, ops[1].name, tb ? n : k, tb ? k : n));
   TensorData c = RefResult(m, n, Precision::kFp32);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0.0;
-      for (int64_t e = 0; e < k; ++e) sum += a->at(i, e) * b->at(e, j);
+      for (int64_t e = 0; e < k; ++e) sum += a->at(i, e) * (tb ? b->at(j, e) : b->at(e, j));
       c.values[i * n + j] = sum;
     }
   }

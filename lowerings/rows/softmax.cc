@@ -144,7 +144,8 @@ absl::StatusOr<Composition> FromSoftmax(const proto::OpSpec& spec, const Target&
   std::optional<OperandRef> sinks;
   if (s.sinks()) sinks = ops[1];
   return FlatSoftmaxRowsAt(ops[0], spec.out(), s.rows(), s.cols(),
-                           absl::StrCat("softmax_flat_", s.rows(), "x", s.cols()), p, sinks, target);
+                           absl::StrCat("softmax_flat_", s.rows(), "x", s.cols()), p, sinks, target,
+                           DstPolicy::kStreamed);
 }
 
 }  // namespace spatial

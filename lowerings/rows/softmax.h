@@ -65,7 +65,10 @@ absl::StatusOr<Composition> FlatSoftmaxRows(const OperandRef& input, const std::
                                             int64_t cols, const std::string& label, const Target& target);
 
 // OpSpec.softmax: operands [x] or, with `sinks`, [x, sinks]; at_acc computes at the accumulator's precision (fp32).
-// Section "softmax_flat_{rows}x{cols}".
+// Section "softmax_flat_{rows}x{cols}". Streamed (DstPolicy::kStreamed), as tt-metal's softmax takes a row wider than
+// Dst — a departure from the seed, which refuses a row wider than the accumulator: a softmax of attention scores over
+// a cache of 2048 positions lowers (an attention composed from its parts, passes/online_softmax.h). The rows and
+// the site's memory still bound it (NotLowered).
 absl::StatusOr<Composition> FromSoftmax(const proto::OpSpec& spec, const Target& target);
 
 }  // namespace spatial

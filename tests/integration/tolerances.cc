@@ -302,6 +302,17 @@ std::vector<OpCase> MatmulCases() {
     s.mutable_matmul()->set_n(n);
     v.push_back({t, s, Reals(-1, 1)});
   }
+  // B given transposed (n x k, read in place): one K block, several, and a folded run of them.
+  for (auto [t, m, k, n] : std::vector<std::tuple<const char*, int64_t, int64_t, int64_t>>{
+           {"test_tiny", 5, 13, 7}, {"test_tiny", 16, 40, 24}, {"wormhole_n150", 32, 64, 96},
+           {"wormhole_n150", 40, 300, 70}}) {
+    proto::OpSpec s = Spec({"a", "bt"});
+    s.mutable_matmul()->set_m(m);
+    s.mutable_matmul()->set_k(k);
+    s.mutable_matmul()->set_n(n);
+    s.mutable_matmul()->set_transpose_b(true);
+    v.push_back({t, s, Reals(-1, 1)});
+  }
   return v;
 }
 
