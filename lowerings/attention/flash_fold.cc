@@ -63,12 +63,11 @@ absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
   if (g.cap && !(*g.cap > 0.0 || *g.cap < 0.0)) return absl::InvalidArgumentError("a soft cap of zero");
   if (g.split > 1) {
     const int64_t nb = CeilDiv(g.l, target.tile_rows());
-    // An item's K/V head must be affine in its query tile: the one latent cache, or one query tile a K/V head.
-    if (!g.grouped || (g.kvw != 1 && GroupTiles(g, target.tile_rows()) != 1) || nb % g.split != 0 ||
-        nb / g.split < 2 || g.v_part) {
+    // An item's K/V head must be affine in its query tile (flash_split.h's SplitsCache).
+    if (!SplitsCache(g, target.tile_rows()) || nb % g.split != 0 || nb / g.split < 2) {
       return NotLowered(absl::StrCat("a split fold of ", g.split, " parts over ", nb,
-                                     " blocks that is not a regrouped decode whose parts fold two or more blocks "
-                                     "each"));
+                                     " blocks that is not one query tile of a K/V head whose parts fold two or "
+                                     "more blocks each"));
     }
   }
   return absl::OkStatus();
@@ -483,7 +482,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
                       buf);
     };
     auto partial = [&](const std::string& name, int64_t cols) {
-      return t.AddTensor(name, TensorRole::kOutput, split * fi.rows, cols, acc, TensorInit::Zero());
+      return t.AddTensor(name, TensorRole::kOutput, split * fi.tiles_q * tr, cols, acc, TensorInit::Zero());
     };
     // The output first: the items' rects are in it.
     const TensorId o_part = partial(parts.out, out_width);

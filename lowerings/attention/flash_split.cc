@@ -22,10 +22,22 @@ FlashPartials FlashPartialsOf(const std::string& out) {
                        absl::StrCat(out, "__flash_part_out")};
 }
 
+bool SplitsCache(const FlashGeometry& g, int64_t tile_rows) {
+  if (g.v_part) return false;
+  if (g.grouped) return g.q.rows == 1 && (g.kvw == 1 || GroupTiles(g, tile_rows) == 1);
+  // One head: a decode row, or one query tile of rows that all see every position (each part's rows then share
+  // their blocks).
+  return g.q.per_row == 1 && g.kvw == 1 &&
+         (g.q.rows == 1 || (g.q.rows <= tile_rows && !g.limit && !g.window));
+}
+
 int64_t DecodeSplit(const FlashGeometry& g, const Target& target) {
   const int64_t tr = target.tile_rows();
-  if (!g.grouped || g.q.rows != 1 || g.v_part || (g.kvw != 1 && GroupTiles(g, tr) != 1)) return 1;
+  if (!SplitsCache(g, tr)) return 1;
   const int64_t nb = CeilDiv(g.l, tr);
+  // ★ ONE BLOCK NEEDS NO PARTS: a fold of one block carries no running state, so parts would only add the combine
+  // (one head's 32 rows over 128 positions on wormhole_n150: 9,244 cycles whole, 10,240 in two parts).
+  if (const absl::StatusOr<int64_t> whole = FoldBlockTiles(g, target, nb); whole.ok() && *whole >= nb) return 1;
   const int64_t items = FoldItemsOf(g, tr).items;
   // A block the spec sets (kv_chunk) divides every part's tile rows.
   const int64_t kb = g.kv_chunk > 0 && g.kv_chunk % tr == 0 ? g.kv_chunk / tr : 1;
@@ -71,10 +83,10 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
 
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_combine_scaler"), precision);
-  const TensorId m_t = t.AddTensor(parts.max, TensorRole::kInput, split * fi.rows, tw, acc, TensorInit::External());
-  const TensorId s_t = t.AddTensor(parts.sum, TensorRole::kInput, split * fi.rows, tw, acc, TensorInit::External());
-  const TensorId o_t =
-      t.AddTensor(parts.out, TensorRole::kInput, split * fi.rows, g.vd, acc, TensorInit::External());
+  const int64_t part_rows = split * fi.tiles_q * tr;  // whole tile rows a part, however few rows a query tile has
+  const TensorId m_t = t.AddTensor(parts.max, TensorRole::kInput, part_rows, tw, acc, TensorInit::External());
+  const TensorId s_t = t.AddTensor(parts.sum, TensorRole::kInput, part_rows, tw, acc, TensorInit::External());
+  const TensorId o_t = t.AddTensor(parts.out, TensorRole::kInput, part_rows, g.vd, acc, TensorInit::External());
   const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, g.vd, precision, TensorInit::Zero());
 
   // ★ EVERY PART AT ONCE. Query tile y's part c is tile row c * tiles_q + y of each partial: one block of `split`

@@ -33,11 +33,14 @@ struct FlashPartials {
 };
 FlashPartials FlashPartialsOf(const std::string& out);
 
+// A fold whose parts may split the cache: one query tile whose K/V head is affine in the tile — a regrouped decode
+// (one K/V head a tile, or the one latent cache), or one head over its one K/V head (a composed attention's,
+// passes/online_softmax.h): a decode row, or a tile of rows that all see every position — and not a value part.
+bool SplitsCache(const FlashGeometry& g, int64_t tile_rows);
+
 // The split a decode fold takes on `target`: the most parts that divide its tile rows, leave each part two or more
 // (and a whole number of the spec's kv_chunk blocks, when it sets one), keep the items within the grid's sites, and
-// leave the parts' weights (and a sink's) within a tile's columns; 1
-// (no split) for a fold that is not a regrouped decode whose K/V head
-// is affine in its query tile, or a value part.
+// leave the parts' weights (and a sink's) within a tile's columns; 1 (no split) where SplitsCache does not hold.
 int64_t DecodeSplit(const FlashGeometry& g, const Target& target);
 
 // The combine section of a split fold `g` into names.out (the fold's result, as the unsplit fold writes it), an item

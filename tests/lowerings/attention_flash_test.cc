@@ -120,13 +120,14 @@ std::vector<Shaped> TinyCases() {
   add({.h = 16, .kv = 2, .hd = 16, .vd = 8, .l = 30, .pos = Pos::kNamed, .p = 17, .sinks = true}, Form::kGrouped);
   add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 33, .pos = Pos::kNamed, .p = 30, .sliding = 9}, Form::kGrouped);
   add({.h = 4, .kv = 1, .hd = 16, .vd = 16, .l = 18, .cap = 0.4}, Form::kGrouped);
-  // ── Split decode (flash_split.h): four blocks over two parts per K/V head, with windows, sinks and a cap.
-  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 30, .sliding = 9}, Form::kGrouped);
-  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 3, .sliding = 9}, Form::kGrouped);
-  add({.h = 4, .kv = 2, .hd = 8, .vd = 16, .l = 32, .pos = Pos::kNamed, .p = 27, .chunked = 12}, Form::kGrouped);
-  add({.h = 8, .kv = 2, .hd = 16, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 9, .sinks = true, .cap = 0.7},
+  // ── Split decode (flash_split.h): two parts per K/V head of two blocks each (one block would need no parts), with
+  // windows, sinks and a cap.
+  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 64, .pos = Pos::kNamed, .p = 30, .sliding = 9}, Form::kGrouped);
+  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 64, .pos = Pos::kNamed, .p = 3, .sliding = 9}, Form::kGrouped);
+  add({.h = 4, .kv = 2, .hd = 8, .vd = 16, .l = 64, .pos = Pos::kNamed, .p = 27, .chunked = 12}, Form::kGrouped);
+  add({.h = 8, .kv = 2, .hd = 16, .vd = 8, .l = 64, .pos = Pos::kNamed, .p = 9, .sinks = true, .cap = 0.7},
       Form::kGrouped);
-  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kLiteral, .p = 29}, Form::kGrouped);
+  add({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 64, .pos = Pos::kLiteral, .p = 61}, Form::kGrouped);
   // ── Prefill blocks: T > 1 rows under a causal bound.
   add({.h = 2, .kv = 1, .hd = 16, .vd = 16, .l = 20, .rows = 5, .pos = Pos::kLiteral, .p = 10});
   add({.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 30, .rows = 8, .pos = Pos::kNamed, .p = 12});

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "lowerings/attention/flash_fold.h"
 #include "lowerings/attention/full_attention.h"
@@ -41,8 +42,16 @@ TEST(AttentionFullTest, ThreeWay) {
     ASSERT_EQ(comp.sections.size(), 1u);
     const Section& s = comp.sections[0];
     const int64_t tr = target.tile_rows();
-    // T rows over T positions take the prefill fold (flash_prefill.h): every row sees every position, so one section
-    // of chunks of qc query tiles, folding blocks of kb tile rows (qc * kb at most an accumulator page).
+    // One query tile takes the one-tile fold (flash_prefill.h: ★ ONE QUERY TILE THAT SEES EVERY POSITION IS THE
+    // ONE-TILE FOLD'S), an item per head.
+    if (c.t <= tr) {
+      EXPECT_TRUE(absl::StartsWith(s.name, absl::StrCat("full_attn_flash_blocks_", c.h, "x", c.hd, "_l", c.t)))
+          << s.name;
+      EXPECT_EQ(s.items.size(), static_cast<size_t>(c.h));
+      continue;
+    }
+    // More rows over T positions take the prefill fold (flash_prefill.h): every row sees every position, so one
+    // section of chunks of qc query tiles, folding blocks of kb tile rows (qc * kb at most an accumulator page).
     const int64_t tiles = CeilDiv(c.t, tr);
     const std::string prefix = "full_attn_flash_prefill_" + std::to_string(tiles * c.h) + "x" + std::to_string(c.hd) +
                                "_l" + std::to_string(c.t) + "_q";
