@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lowerings/graph.h"
 #include "models/model_config.h"
 #include "proto/op.pb.h"
 #include "spatial/program.h"
@@ -124,34 +125,18 @@ inline bool SameKind(const LayerKind& a, const LayerKind& b) {
 // "sliding attention, mixture of experts", "dense MLP", ...
 std::string LayerKindName(const LayerKind& kind);
 
-// A part of the lowered layer: one op of the plan, or a relayout LowerLayer put between two of them.
-struct LoweredPart {
-  std::string label;  // the op's label, or "{tensor} to rows" / "{tensor} to matrix"
-  std::string kind;   // the op's kind (OpKindName), or "relayout"
-  std::string out;    // the tensor it produces
-  int first = 0;      // its sections, [first, end) in program.sections
-  int end = 0;
-};
-
 // Values for every run input of `program` (a lowered layer of `config`): weights uniform within 1/sqrt of their fan-in
 // (an initializer's scale), norm weights in [0.8, 1.2], sinks in [-2, 2], x and the caches in [-1, 1), the angle
 // tables as the config's RoPE has them (RopeTableScale * cos/sin of p * RopeInvFreq(i)), pos = `position`; the
 // same values for the same seed on every machine (a 64-bit LCG, not <random>).
 TensorMap LayerRunInputs(const Composition& program, const ModelConfig& config, int64_t position, uint64_t seed);
 
-struct LoweredLayer {
-  Composition program;
-  std::vector<LoweredPart> parts;  // in program order; the plan's ops among them in plan order
-};
+// A lowered layer: the program and its parts (lowerings/graph.h), the plan's ops among them in plan order.
+using LoweredLayer = LoweredGraph;
 
-// Each op lowered by Lower (lowerings/registry.h) for `target`, the sections joined in plan order. A refusal stays
-// one and names the op ("NotLowered: layer op 'attention': ...").
-//
-// ★ LAYOUTS MEET WHERE THE OPS DO. A lowering declares each tensor it reads in the layout its form needs: a T x n
-// matrix (a matmul, the streamed norm, the attention's query rows) or the flat 1 x T*n (the per-head norms, RoPE,
-// the norm's flat twin). Where an op reads a name in the other layout from the one its producer (or, for a name
-// given to the run, its first reader) declared, LowerLayer moves it between the two (lowerings/attention/
-// relayout_rows.h) into "{name}__rows" or "{name}__matrix" and lowers the op again reading that.
+// The plan's ops composed by LowerGraph (lowerings/graph.h: the layouts meet where the ops do), given the token's rows
+// x, pos, the RoPE tables, the plan's weights and its state. A refusal stays one and names the op ("NotLowered:
+// op 'attention': ...").
 absl::StatusOr<LoweredLayer> LowerLayer(const LayerPlan& plan, const Target& target);
 
 }  // namespace spatial

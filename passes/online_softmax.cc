@@ -8,8 +8,13 @@
 #include <variant>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "lowerings/attention/flash.h"
+#include "lowerings/attention/flash_split.h"
+#include "lowerings/attention/geometry.h"
+#include "lowerings/graph.h"
 #include "lowerings/registry.h"
 #include "proto/op.pb.h"
 #include "spatial/proto_io.h"
@@ -302,8 +307,20 @@ std::string Difference(const Composition& c, size_t first, size_t last, const Co
     return absl::StrCat(last - first + 1, " sections where the attention has ", rebuilt.sections.size());
   }
   for (size_t j = 0; j < rebuilt.sections.size(); ++j) {
-    const proto::Section have = SectionToProto(c.sections[first + j]);
-    const proto::Section want = SectionToProto(rebuilt.sections[j]);
+    const Section& program = c.sections[first + j];
+    // A composition renames a table an op embeds after the op when another op declared its name first
+    // (lowerings/graph.h: "{label}__{name}"); the rebuild, alone, did not.
+    Section same = rebuilt.sections[j];
+    for (size_t t = 0; t < same.tensors.size() && t < program.tensors.size(); ++t) {
+      Tensor& mine = same.tensors[t];
+      const std::string& theirs = program.tensors[t].name;
+      if (mine.role == TensorRole::kParam && program.tensors[t].role == TensorRole::kParam &&
+          absl::EndsWith(theirs, absl::StrCat("__", mine.name))) {
+        mine.name = theirs;
+      }
+    }
+    const proto::Section have = SectionToProto(program);
+    const proto::Section want = SectionToProto(same);
     google::protobuf::util::MessageDifferencer d;
     std::string diff;
     d.ReportDifferencesToString(&diff);
@@ -315,43 +332,345 @@ std::string Difference(const Composition& c, size_t first, size_t last, const Co
   return "";
 }
 
+// ── The attention composed from its parts ─────────────────────────────────────────────────────────────────────
+
+// The MatmulTiles stage named "matmul" of `s`, or nullptr.
+const MatmulTiles* MatmulNamed(const Section& s) {
+  const int i = s.FindStage("matmul");
+  return i < 0 ? nullptr : std::get_if<MatmulTiles>(&s.stages[static_cast<size_t>(i)].op);
+}
+
+// A row softmax's section (lowerings/rows/softmax.h): its chain's stages.
+bool IsRowSoftmax(const Section& s) {
+  return GenericNamed(s, "row_max") != nullptr && GenericNamed(s, "exp_centred") != nullptr &&
+         GenericNamed(s, "recip") != nullptr;
+}
+
+// The run inputs a section reads (its Input tensors), in declaration order.
+std::vector<std::string> InputsOf(const Section& s) {
+  std::vector<std::string> out;
+  for (const Tensor& t : s.tensors) {
+    if (t.role == TensorRole::kInput) out.push_back(t.name);
+  }
+  return out;
+}
+
+// The sections after `from` that read `name`.
+std::vector<size_t> ReadersOf(const Composition& c, const std::string& name, size_t from) {
+  std::vector<size_t> out;
+  for (size_t j = from + 1; j < c.sections.size(); ++j) {
+    if (LoadsTensor(c.sections[j], name)) out.push_back(j);
+  }
+  return out;
+}
+
+// A move LowerGraph put between a matrix and its flat rows (lowerings/graph.h): its result "{name}__rows" or
+// "{name}__matrix".
+bool IsMove(const Section& s) {
+  const std::optional<std::string> out = Stored(s);
+  return out && (absl::EndsWith(*out, "__rows") || absl::EndsWith(*out, "__matrix"));
+}
+
+// Of two or more `readers`, the one to name as too many: the first off the attention's path (`on_path`, when known)
+// that is neither a move nor a product (those lead on to the value pass); a move is named by the section it moves
+// them for.
+size_t OtherReader(const Composition& c, const std::vector<size_t>& readers,
+                   std::optional<size_t> on_path = std::nullopt) {
+  size_t other = readers[0] == on_path ? readers[1] : readers[0];
+  for (size_t j : readers) {
+    if (j != on_path && !IsMove(c.sections[j]) && MatmulNamed(c.sections[j]) == nullptr) {
+      other = j;
+      break;
+    }
+  }
+  while (IsMove(c.sections[other])) {
+    const std::vector<size_t> next = ReadersOf(c, *Stored(c.sections[other]), other);
+    if (next.empty()) break;
+    other = next[0];
+  }
+  return other;
+}
+
+// A section of one input and one result: a scale, a relayout. Its input, or nullopt.
+std::optional<std::string> PassThrough(const Section& s) {
+  const std::vector<std::string> in = InputsOf(s);
+  if (in.size() != 1 || !Stored(s)) return std::nullopt;
+  return in[0];
+}
+
+// The factor of a scale's section (lowerings/elementwise: Generic 'scale', body x0 * factor), or nullopt.
+std::optional<double> ScaleFactor(const Section& s) {
+  const Generic* g = GenericNamed(s, "scale");
+  if (g == nullptr || IsRowSoftmax(s) || g->body->op != BodyOp::kMul || g->body->a->op != BodyOp::kOperand ||
+      g->body->b->op != BodyOp::kConst) {
+    return std::nullopt;
+  }
+  return g->body->b->value;
+}
+
+// What the recognizer reads off an attention composed from ops: S = q·kᵀ (a matmul whose keys are read
+// transposed), optionally scaled (before the product, on q, or after it, on S), P = the row softmax of the scores,
+// O = P·v, with the relayouts between a matrix and a flat row a graph puts between them.
+struct Composed {
+  size_t first = 0, last = 0;  // its sections, consecutive
+  std::string q, k, v, out;
+  int64_t rows = 0, hd = 0, l = 0, vd = 0;
+  double scale = 1.0;
+  std::vector<std::vector<GraphOp>> candidates;  // the ops it may be composed of; the rebuild picks
+};
+
+// Section `i` of `c` is a matmul by keys read transposed: the composed attention it starts, nullopt when its scores
+// reach no row softmax (a product that is not an attention's), or a decline when it is an attention the fold cannot
+// take as composed.
+absl::StatusOr<std::optional<Composed>> RecognizeComposed(const Composition& c, size_t i) {
+  const Section& s = c.sections[i];
+  const Stage& mm = s.stages[static_cast<size_t>(s.FindStage("matmul"))];
+  const Tensor* a = mm.ins.size() == 2 ? LoadedInto(s, mm.ins[0]) : nullptr;
+  const Tensor* b = mm.ins.size() == 2 ? LoadedInto(s, mm.ins[1]) : nullptr;
+  const std::optional<std::string> scores = Stored(s);
+  if (a == nullptr || b == nullptr || !scores) return std::nullopt;
+
+  // Forward from the scores through one-input sections (a scale, a relayout) to a row softmax.
+  std::vector<size_t> chain{i};
+  std::optional<double> post;
+  std::optional<size_t> post_at;  // the scale's section
+  std::string cur = *scores;
+  std::optional<size_t> softmax;
+  while (!softmax) {
+    const std::vector<size_t> readers = ReadersOf(c, cur, chain.back());
+    std::optional<size_t> next;
+    for (size_t j : readers) {
+      if (IsRowSoftmax(c.sections[j]) || PassThrough(c.sections[j])) next = j;
+    }
+    if (!next) return std::nullopt;
+    if (readers.size() > 1) {
+      const size_t other = OtherReader(c, readers, *next);
+      return Declined(absl::StrCat("the scores '", cur, "' are read by section '", c.sections[other].name,
+                                   "' besides the row softmax: the fold never materializes them"));
+    }
+    chain.push_back(*next);
+    const Section& n = c.sections[*next];
+    if (IsRowSoftmax(n)) {
+      softmax = *next;
+      if (InputsOf(n).size() != 1) {
+        return Declined(absl::StrCat("section '", n.name, "': a softmax with sinks over composed scores (the fold "
+                                     "takes a sink per head, not per row of a softmax)"));
+      }
+    } else if (const std::optional<double> f = ScaleFactor(n)) {
+      if (post) return Declined(absl::StrCat("section '", n.name, "': the scores are scaled twice"));
+      post = f;
+      post_at = *next;
+    }
+    cur = *Stored(n);
+  }
+  // Forward from the probabilities through relayouts to the matmul by the values.
+  const std::string probs = cur;
+  std::optional<size_t> value_pass;
+  while (!value_pass) {
+    const std::vector<size_t> readers = ReadersOf(c, cur, chain.back());
+    if (readers.empty()) return Declined(absl::StrCat("nothing reads the probabilities '", probs, "'"));
+    if (readers.size() > 1) {
+      return Declined(absl::StrCat("the probabilities '", probs, "' are read by section '",
+                                   c.sections[OtherReader(c, readers)].name,
+                                   "', not only by the value pass: the fold never materializes them"));
+    }
+    const Section& n = c.sections[readers[0]];
+    chain.push_back(readers[0]);
+    const MatmulTiles* pv = MatmulNamed(n);
+    if (pv != nullptr) {
+      const Stage& st = n.stages[static_cast<size_t>(n.FindStage("matmul"))];
+      const Tensor* pa = st.ins.size() == 2 ? LoadedInto(n, st.ins[0]) : nullptr;
+      if (pv->transpose_b || pa == nullptr || pa->name != cur) {
+        return Declined(absl::StrCat("section '", n.name, "' reads the probabilities '", probs,
+                                     "' but is not their product by the values"));
+      }
+      value_pass = readers[0];
+    } else if (!IsMove(n)) {
+      return Declined(absl::StrCat("the probabilities '", probs, "' are read by section '", n.name,
+                                   "', not only by the value pass: the fold never materializes them"));
+    } else {
+      cur = *Stored(n);
+    }
+  }
+  const Section& w = c.sections[*value_pass];
+  const Stage& wst = w.stages[static_cast<size_t>(w.FindStage("matmul"))];
+  const Tensor* v = LoadedInto(w, wst.ins[1]);
+  const std::optional<std::string> out = Stored(w);
+  if (v == nullptr || !out) return Declined(absl::StrCat("section '", w.name, "' is not a product by the values"));
+
+  // A scale before the product: q's producer just before it, read by nothing else.
+  std::optional<double> pre;
+  std::string q = a->name;
+  if (i > 0 && ScaleFactor(c.sections[i - 1]) && Stored(c.sections[i - 1]) == a->name &&
+      ReadersOf(c, a->name, i - 1).size() == 1) {
+    pre = ScaleFactor(c.sections[i - 1]);
+    q = *PassThrough(c.sections[i - 1]);
+    chain.insert(chain.begin(), i - 1);
+  }
+  std::sort(chain.begin(), chain.end());
+  for (size_t j = 1; j < chain.size(); ++j) {
+    if (chain[j] != chain[j - 1] + 1) return Declined("the composed attention's sections are not consecutive");
+  }
+
+  Composed f;
+  f.first = chain.front();
+  f.last = chain.back();
+  f.q = q;
+  f.k = b->name;
+  f.v = v->name;
+  f.out = *out;
+  f.rows = a->rows;
+  f.hd = a->cols;
+  f.l = b->rows;
+  f.vd = v->cols;
+  f.scale = pre.value_or(1.0) * post.value_or(1.0);
+
+  // The ops it may be composed of, one candidate per layout of each scale: over the matrix or over its flat row
+  // (a scale op's shape_rows x shape_cols, or unset).
+  auto spec = [](const std::string& result, const std::vector<std::string>& operands) {
+    proto::OpSpec o;
+    o.set_out(result);
+    for (const std::string& n : operands) o.add_operands()->set_name(n);
+    return o;
+  };
+  auto scale_op = [&](const std::string& result, const std::string& x, double factor, int64_t r, int64_t cols,
+                      bool dense) {
+    proto::OpSpec o = spec(result, {x});
+    o.mutable_scale()->set_factor(factor);
+    o.mutable_scale()->set_n(r * cols);
+    if (dense) {
+      o.set_shape_rows(r);
+      o.set_shape_cols(cols);
+    }
+    return GraphOp{result, o};
+  };
+  const std::string softmax_in = post ? *Stored(c.sections[*post_at]) : *scores;
+  for (const bool pre_dense : {true, false}) {
+    if (!pre && !pre_dense) continue;
+    for (const bool post_dense : {true, false}) {
+      if (!post && !post_dense) continue;
+      std::vector<GraphOp> ops;
+      if (pre) ops.push_back(scale_op(a->name, q, *pre, f.rows, f.hd, pre_dense));
+      proto::OpSpec qk = spec(*scores, {a->name, f.k});
+      qk.mutable_matmul()->set_m(f.rows);
+      qk.mutable_matmul()->set_k(f.hd);
+      qk.mutable_matmul()->set_n(f.l);
+      qk.mutable_matmul()->set_transpose_b(true);
+      ops.push_back({*scores, qk});
+      if (post) ops.push_back(scale_op(softmax_in, *scores, *post, f.rows, f.l, post_dense));
+      proto::OpSpec sm = spec(probs, {softmax_in});
+      sm.mutable_softmax()->set_rows(f.rows);
+      sm.mutable_softmax()->set_cols(f.l);
+      ops.push_back({probs, sm});
+      proto::OpSpec pv = spec(f.out, {probs, f.v});
+      pv.mutable_matmul()->set_m(f.rows);
+      pv.mutable_matmul()->set_k(f.l);
+      pv.mutable_matmul()->set_n(f.vd);
+      ops.push_back({f.out, pv});
+      f.candidates.push_back(std::move(ops));
+    }
+  }
+  return f;
+}
+
+
+// The three sections' fold: the first candidate whose sections equal the program's, lowered as the flash form.
+absl::StatusOr<Composition> ThreeSectionFold(const Composition& c, const Found& f, const Target& target) {
+  std::optional<proto::OpSpec> proven;
+  std::string first_reason;
+  for (proto::OpSpec candidate : f.candidates) {
+    candidate.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
+    absl::StatusOr<Composition> sections = Lower(candidate, target);
+    std::string reason;
+    if (!sections.ok()) {
+      reason = absl::StrCat("the attention read off section '", c.sections[f.scores].name,
+                            "' does not lower as three sections: ", sections.status().message());
+    } else if (const std::string diff = Difference(c, f.scores, f.last, *sections); !diff.empty()) {
+      reason = absl::StrCat("the sections differ from the attention they resemble (",
+                            candidate.attention().ShortDebugString(), "): ", diff);
+    } else {
+      proven = candidate;
+      break;
+    }
+    if (first_reason.empty()) first_reason = reason;
+  }
+  if (!proven) return Declined(first_reason);
+  proto::OpSpec spec = *proven;
+  spec.mutable_attention()->set_form(proto::AttentionSpec::FORM_FLASH);
+  absl::StatusOr<Composition> flash = Lower(spec, target);
+  if (!flash.ok()) return Declined(absl::StrCat("the fold does not apply: ", flash.status().message()));
+  return flash;
+}
+
+// The composed attention's fold: the first candidate whose ops lower to the program's sections, then the flash fold
+// of one head over its rows (every row sees every position: unmasked), its scale the product of the scales found.
+absl::StatusOr<Composition> ComposedFold(const Composition& c, const Composed& f, const Target& target) {
+  bool proven = false;
+  std::string first_reason;
+  for (const std::vector<GraphOp>& ops : f.candidates) {
+    absl::StatusOr<LoweredGraph> g = LowerGraph("composed_attention", ops, nullptr, target);
+    std::string reason;
+    if (!g.ok()) {
+      reason = absl::StrCat("the attention read off section '", c.sections[f.first].name,
+                            "' does not lower as its parts: ", g.status().message());
+    } else if (const std::string diff = Difference(c, f.first, f.last, g->program); !diff.empty()) {
+      reason = absl::StrCat("the sections differ from the composed attention they resemble (", f.rows, " rows, hd ",
+                            f.hd, ", ", f.l, " positions, vd ", f.vd, ", scale ", f.scale, "): ", diff);
+    } else {
+      proven = true;
+      break;
+    }
+    if (first_reason.empty()) first_reason = reason;
+  }
+  if (!proven) return Declined(first_reason);
+  if (!FlashApplies(f.hd, f.vd, target)) {
+    return Declined(absl::StrCat("the fold does not apply: keys of ", f.hd, " and values of ", f.vd,
+                                 " are not whole tiles of ", target.tile_rows(), " x ", target.tile_cols()));
+  }
+  FlashGeometry g;
+  g.q = QueryHeads{f.rows, 1, 1};
+  g.kvw = 1;
+  g.hd = f.hd;
+  g.vd = f.vd;
+  g.rows = f.l;
+  g.l = f.l;
+  g.scale = f.scale;
+  // A decode row's cache split across sites (flash-decoding, flash_split.h), as an attention op's decode is.
+  g.split = DecodeSplit(g, target);
+  const AttentionNames names{f.out, {OperandRef{f.q, {}}, OperandRef{f.k, {}}, OperandRef{f.v, {}}}};
+  absl::StatusOr<Composition> flash = FlashAttention(names, g, "attn", target);
+  if (!flash.ok()) return Declined(absl::StrCat("the fold does not apply: ", flash.status().message()));
+  return flash;
+}
+
 }  // namespace
 
 absl::Status OnlineSoftmax(Composition& c, const Target& target) {
   Composition out = c;
   int rewritten = 0;
   for (size_t i = 0; i < out.sections.size(); ++i) {
-    if (GenericNamed(out.sections[i], "attn_scores") == nullptr) continue;
-    ASSIGN_OR_RETURN(const Found f, Recognize(out, i));
-    // The first candidate whose three sections equal the program's; else the first's reason.
-    std::optional<proto::OpSpec> proven;
-    std::string first_reason;
-    for (proto::OpSpec candidate : f.candidates) {
-      candidate.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
-      absl::StatusOr<Composition> sections = Lower(candidate, target);
-      std::string reason;
-      if (!sections.ok()) {
-        reason = absl::StrCat("the attention read off section '", out.sections[i].name,
-                              "' does not lower as three sections: ", sections.status().message());
-      } else if (const std::string diff = Difference(out, f.scores, f.last, *sections); !diff.empty()) {
-        reason = absl::StrCat("the sections differ from the attention they resemble (",
-                              candidate.attention().ShortDebugString(), "): ", diff);
-      } else {
-        proven = candidate;
-        break;
-      }
-      if (first_reason.empty()) first_reason = reason;
+    // The sections [first, last] to replace by `flash`.
+    size_t first = 0, last = 0;
+    std::optional<Composition> flash;
+    if (GenericNamed(out.sections[i], "attn_scores") != nullptr) {
+      ASSIGN_OR_RETURN(const Found f, Recognize(out, i));
+      ASSIGN_OR_RETURN(flash, ThreeSectionFold(out, f, target));
+      first = f.scores;
+      last = f.last;
+    } else if (const MatmulTiles* mm = MatmulNamed(out.sections[i]); mm != nullptr && mm->transpose_b) {
+      ASSIGN_OR_RETURN(const std::optional<Composed> f, RecognizeComposed(out, i));
+      if (!f) continue;
+      ASSIGN_OR_RETURN(flash, ComposedFold(out, *f, target));
+      first = f->first;
+      last = f->last;
+    } else {
+      continue;
     }
-    if (!proven) return Declined(first_reason);
-    proto::OpSpec spec = *proven;
-    spec.mutable_attention()->set_form(proto::AttentionSpec::FORM_FLASH);
-    absl::StatusOr<Composition> flash = Lower(spec, target);
-    if (!flash.ok()) return Declined(absl::StrCat("the fold does not apply: ", flash.status().message()));
     // The fold reads Q, K, V and writes the result dense; another section must not hold them flat.
     for (const Section& fs : flash->sections) {
       for (const Tensor& t : fs.tensors) {
         for (size_t j = 0; j < out.sections.size(); ++j) {
-          if (j >= f.scores && j <= f.last) continue;
+          if (j >= first && j <= last) continue;
           const int at = out.sections[j].FindTensor(t.name);
           if (at < 0) continue;
           const Tensor& other = out.sections[j].tensors[static_cast<size_t>(at)];
@@ -362,16 +681,17 @@ absl::Status OnlineSoftmax(Composition& c, const Target& target) {
         }
       }
     }
-    std::vector<Section> next(out.sections.begin(), out.sections.begin() + static_cast<std::ptrdiff_t>(f.scores));
+    std::vector<Section> next(out.sections.begin(), out.sections.begin() + static_cast<std::ptrdiff_t>(first));
     const size_t resume = next.size() + flash->sections.size();
     for (Section& fs : flash->sections) next.push_back(std::move(fs));
-    for (size_t j = f.last + 1; j < out.sections.size(); ++j) next.push_back(std::move(out.sections[j]));
+    for (size_t j = last + 1; j < out.sections.size(); ++j) next.push_back(std::move(out.sections[j]));
     out.sections = std::move(next);
     i = resume - 1;
     ++rewritten;
   }
   if (rewritten == 0) {
-    return Declined("no three-section attention (scores, row softmax, weighted sum) in the program");
+    return Declined("no attention in the program: neither the three sections (scores, row softmax, weighted sum) "
+                    "nor one composed of a matmul by keys read transposed, a row softmax and a matmul by values");
   }
   DeclareStateOrder(out);
   c = std::move(out);

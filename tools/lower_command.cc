@@ -3,10 +3,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "certify/certify.h"
+#include "lowerings/graph.h"
 #include "lowerings/registry.h"
 #include "proto/op.pb.h"
 #include "spatial/proto_file.h"
 #include "spatial/proto_io.h"
+#include "spatial/status_macros.h"
 #include "spatial/validate.h"
 #include "tools/command_common.h"
 #include "tools/commands.h"
@@ -16,45 +18,67 @@ namespace {
 
 using cli::FlagSpec;
 
+// --attention-form's value, or a usage error's text.
+absl::StatusOr<proto::AttentionSpec::Form> AttentionForm(const std::string& form) {
+  if (form == "auto") return proto::AttentionSpec::FORM_AUTO;
+  if (form == "sections") return proto::AttentionSpec::FORM_SECTIONS;
+  if (form == "flash") return proto::AttentionSpec::FORM_FLASH;
+  return absl::InvalidArgumentError(absl::StrCat("--attention-form is sections, flash or auto, not '", form, "'"));
+}
+
 int RunLower(const cli::ParsedArgs& args) {
   const std::string cmd = "lower";
+  const bool graph = args.Has("graph");
+  if (graph && (args.Has("op") || !args.positional.empty())) {
+    return cli::UsageError(std::cerr, cmd, "give either an op spec (--op=SPEC or an argument) or --graph=GRAPH");
+  }
   if (args.Has("op") && !args.positional.empty()) {
     return cli::UsageError(std::cerr, cmd, "give the op spec either as --op=SPEC or as an argument, not both");
   }
-  std::string spec_path = args.Has("op") ? args.Get("op") : args.positional.empty() ? "" : args.positional[0];
-  if (spec_path.empty()) return cli::UsageError(std::cerr, cmd, "missing --op=SPEC.textproto");
+  std::string spec_path = graph             ? args.Get("graph")
+                          : args.Has("op")  ? args.Get("op")
+                          : args.positional.empty() ? ""
+                                                    : args.positional[0];
+  if (spec_path.empty()) return cli::UsageError(std::cerr, cmd, "missing --op=SPEC.textproto (or --graph=GRAPH)");
   const std::string where = cli::DisplayName(spec_path);
 
-  proto::OpSpec spec;
-  if (absl::Status st = ReadProtoFile(spec_path, &spec); !st.ok()) {
+  // An op spec is a graph of one op; a graph's ops are lowered in order and joined (lowerings/graph.h).
+  proto::OpGraph g;
+  if (graph) {
+    if (absl::Status st = ReadProtoFile(spec_path, &g); !st.ok()) {
+      cli::PrintError(std::cerr, where, st);
+      return cli::kExitUsage;
+    }
+  } else if (absl::Status st = ReadProtoFile(spec_path, g.add_ops()); !st.ok()) {
     cli::PrintError(std::cerr, where, st);
     return cli::kExitUsage;
   }
   if (args.Has("attention-form")) {
-    const std::string form = args.Get("attention-form");
-    proto::AttentionSpec::Form f;
-    if (form == "auto") {
-      f = proto::AttentionSpec::FORM_AUTO;
-    } else if (form == "sections") {
-      f = proto::AttentionSpec::FORM_SECTIONS;
-    } else if (form == "flash") {
-      f = proto::AttentionSpec::FORM_FLASH;
-    } else {
-      return cli::UsageError(std::cerr, cmd,
-                             absl::StrCat("--attention-form is sections, flash or auto, not '", form, "'"));
+    absl::StatusOr<proto::AttentionSpec::Form> f = AttentionForm(args.Get("attention-form"));
+    if (!f.ok()) return cli::UsageError(std::cerr, cmd, std::string(f.status().message()));
+    int attentions = 0;
+    for (proto::OpSpec& op : *g.mutable_ops()) {
+      if (op.kind_case() != proto::OpSpec::kAttention) continue;
+      op.mutable_attention()->set_form(*f);
+      ++attentions;
     }
-    if (spec.kind_case() != proto::OpSpec::kAttention) {
+    if (attentions == 0) {
       return cli::UsageError(std::cerr, cmd,
-                             absl::StrCat("--attention-form applies to an attention op; ", where, " is '",
-                                          OpKindName(spec), "'"));
+                             graph ? absl::StrCat("--attention-form applies to an attention op; ", where, " has none")
+                                   : absl::StrCat("--attention-form applies to an attention op; ", where, " is '",
+                                                  OpKindName(g.ops(0)), "'"));
     }
-    spec.mutable_attention()->set_form(f);
   }
   int exit_code = cli::kExitOk;
   std::optional<Target> target = LoadTargetOrReport(args.Get("target"), cmd, &exit_code);
   if (!target) return exit_code;
 
-  absl::StatusOr<Composition> c = Lower(spec, *target);
+  absl::StatusOr<Composition> c = [&]() -> absl::StatusOr<Composition> {
+    if (!graph) return Lower(g.ops(0), *target);
+    ASSIGN_OR_RETURN(const std::vector<GraphOp> ops, GraphOps(g));
+    ASSIGN_OR_RETURN(LoweredGraph lowered, LowerGraph(g.name().empty() ? "graph" : g.name(), ops, nullptr, *target));
+    return std::move(lowered.program);
+  }();
   if (!c.ok()) {
     if (IsRefusal(c.status())) {
       cli::PrintError(std::cerr, where, absl::StrCat("refused: ", c.status().message()));
@@ -64,17 +88,18 @@ int RunLower(const cli::ParsedArgs& args) {
     // A malformed spec is bad input; anything else is a failure of the lowering.
     return c.status().code() == absl::StatusCode::kInvalidArgument ? cli::kExitUsage : cli::kExitFailed;
   }
+  const std::string what = graph ? "graph's" : OpKindName(g.ops(0));
   // A lowering promises a valid program; check it so a bug shows here and not as a confusing VM fault later.
   if (absl::Status st = ValidateComposition(*c); !st.ok()) {
     cli::PrintError(std::cerr, where,
-                    absl::StrCat("the ", OpKindName(spec), " lowering produced an invalid program: ", st.message()));
+                    absl::StrCat("the ", what, " lowering produced an invalid program: ", st.message()));
     return cli::kExitFailed;
   }
   // A lowering promises a program its target certifies: a program that fails is a lowering bug, said as such
   // rather than written for `certify` to reject later.
   if (CertifyResult r = Certify(*c, *target); !r.ok()) {
     cli::PrintError(std::cerr, where,
-                    absl::StrCat("internal: the ", OpKindName(spec), " lowering produced a program that does not certify on ",
+                    absl::StrCat("internal: the ", what, " lowering produced a program that does not certify on ",
                                  target->name(), ": ", "[", r.diagnostics.front().code(), "] ",
                                  r.diagnostics.front().message()));
     return cli::kExitFailed;
@@ -95,13 +120,16 @@ int RunLower(const cli::ParsedArgs& args) {
 Subcommand LowerCommand() {
   cli::CommandSpec s;
   s.name = "lower";
-  s.summary = "lower an op spec (spatial.proto.OpSpec) into a program for a target";
+  s.summary = "lower an op spec (spatial.proto.OpSpec), or a graph of ops (OpGraph), into a program for a target";
   s.positional = "[SPEC]";
   s.max_positional = 1;
   s.flags = {
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "shipped target name (wormhole_n150, ...) or a target .textproto",
        /*required=*/true},
       {"op", FlagSpec::Kind::kValue, "SPEC", "the op spec file (.textproto text, .binpb binary, '-' stdin)"},
+      {"graph", FlagSpec::Kind::kValue, "GRAPH",
+       "instead of an op: a spatial.proto.OpGraph, ops lowered in order into one program (each reads the results of "
+       "the ops before it by name)"},
       {"o", FlagSpec::Kind::kValue, "FILE",
        "write the program here (default '-': stdout, text; .binpb binary; .json JSON)"},
       {"attention-form", FlagSpec::Kind::kValue, "sections|flash|auto",
@@ -111,9 +139,13 @@ Subcommand LowerCommand() {
   s.description =
       "Reads a spatial.proto.OpSpec, lowers it for the target, validates and certifies the program and writes it,\n"
       "with the target's full description recorded in it (so `certify` and `simulate` use exactly that target).\n"
-      "A lowering that cannot map the op prints 'SPEC: error: refused: <reason>' and exits 1.";
+      "A lowering that cannot map the op prints 'SPEC: error: refused: <reason>' and exits 1.\n"
+      "--graph lowers a spatial.proto.OpGraph instead: its ops in order, joined into one program where each op reads\n"
+      "the results of the ops before it by name (between a matrix and a flat row the values are moved), the\n"
+      "program's inputs the names read before any op produces them.";
   s.examples = {"spatial lower --target=wormhole_n150 --op=examples/ops/silu.textproto -o silu.textproto",
-                "spatial lower --target=wormhole_n150 --op=examples/ops/attention.textproto --attention-form=flash"};
+                "spatial lower --target=wormhole_n150 --op=examples/ops/attention.textproto --attention-form=flash",
+                "spatial lower --target=wormhole_n150 --graph=examples/graphs/composed_attention.textproto -o attn.textproto"};
   return {s, &RunLower};
 }
 

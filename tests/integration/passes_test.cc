@@ -277,8 +277,9 @@ TEST(OnlineSoftmax, DeclinesWithTheReason) {
   };
   // Nothing to rewrite.
   const Composition silu = LowerText("out: \"y\" operands { name: \"x\" } silu { n: 64 }", t);
-  EXPECT_EQ(decline(silu), "pass 'online-softmax': declined: no three-section attention (scores, row softmax, "
-                            "weighted sum) in the program");
+  EXPECT_EQ(decline(silu), "pass 'online-softmax': declined: no attention in the program: neither the three sections "
+                            "(scores, row softmax, weighted sum) nor one composed of a matmul by keys read transposed, "
+                            "a row softmax and a matmul by values");
   // Heads that are not whole tiles: the sections are recognized, the fold does not apply.
   absl::StatusOr<Composition> ragged = Lower(AttentionOf(2, 1, 6, 6, 8, 1, 3, false, false, 0), t);
   ASSERT_TRUE(ragged.ok()) << ragged.status();

@@ -552,7 +552,7 @@ TEST_P(SmallLayer, PrefillMatchesStepByStepDecodeAtF64Rounding) {
       // one row fits); wormhole_n150 runs the whole latent prefill.
       if (c.mla.on() && GetParam().target == "test_tiny") {
         const absl::Status refused = LowerLayer(*p, *target_).status();
-        EXPECT_THAT(refused.message(), HasSubstr("layer op 'q_rope': a rope whose section 'rope_"));
+        EXPECT_THAT(refused.message(), HasSubstr("op 'q_rope': a rope whose section 'rope_"));
         EXPECT_THAT(refused.message(), HasSubstr("of a site's memory, more than its 90112 (target test_tiny)"));
         continue;
       }
