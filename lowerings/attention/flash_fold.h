@@ -28,9 +28,9 @@
 // block_out, fold_out; then fold_sum, fold_max, [next_start]. Epilogue: normalize*, store_ctx*. One block needs no
 // fold: every stage is then a prologue stage, in the same order.
 //
-// Numerical stability, as the seeds state it: a masked score is MASKED (-1e30) in the block's maximum, and a masked
-// probability is exactly 0 — forced, never computed, since exp(MASKED - MASKED) = 1 would pollute a row that has seen
-// only masked positions (a fully masked block is then the identity: m' = m, a = 1, P = 0). The running maximum is
+// Numerical stability, as the seeds state it: a masked score is MASKED (geometry.h) in the block's maximum, and a
+// masked probability is exactly 0 — forced, never computed, since exp(MASKED - MASKED) = 1 would pollute a row that has
+// seen only masked positions (a fully masked block is then the identity: m' = m, a = 1, P = 0). The running maximum is
 // the NaN-ignoring Max pool. A masked position's value never reaches the result either: the value contraction is
 // live-guarded (kb = 1), or the position's value is zeroed before the product (kb > 1), so a cache slot past the
 // limit holding garbage (even NaN) contributes exactly nothing. Every real row keeps

@@ -24,8 +24,11 @@
 namespace spatial {
 
 // The value a masked score takes: far below any real score, and still finite in bf16 and fp32 (the seed's MASKED,
-// l.5250). exp(MASKED - m) underflows to exactly 0 against any real maximum m.
-inline constexpr double kMasked = -1.0e30;
+// l.5250, which is -1e30). exp(MASKED - m) underflows to exactly 0 against any real maximum m.
+// ★ A POWER OF TWO, -2^100 (-1.27e30): bf16 and fp32 hold it exactly, so a section that stores it (the sinks' spread,
+// claimed exact) stores the same value under the target's numerics as in exact f64. The seed's -1e30 rounds to bf16
+// with a relative error of 2.6e-4, which made gpt-oss-20b's spread sinks differ from the exact VM (`model --values`).
+inline constexpr double kMasked = -0x1p100;
 
 // `rows` query rows of `per_row` heads each, a row's heads reading K/V heads in groups of `group`. Query head v is
 // head v mod per_row of row v / per_row: its query and output sit at v*hd of the flat rows x (per_row*hd) block.

@@ -13,7 +13,7 @@
 //   1. "{tag}_scores_{h}x{l}" -> "{out}_scores": attn_scores (scale*(q.k), the fold on the ROW: ★ THE FOLD IS ON THE
 //      ROW, THE ANSWER IS ON THE COLUMN), [attn_cap] (★ A SOFT CAP takes every scaled score before the mask, so a
 //      masked score stays masked), and — masked — [count_biased, count_checked, thresholds] for a named position,
-//      [floors] for a window over one, and mask (MASKED = -1e30 past each head's threshold and below its floor).
+//      [floors] for a window over one, and mask (MASKED = -2^100 past each head's threshold and below its floor).
 //   2. [spread_sinks_{h}] -> "{out}__sink_rows" when there are sinks and more than one query row (a decode row's
 //      softmax rows are its heads, so its sinks are read as they are).
 //   3. "{tag}_softmax_{h}x{l}" -> "{out}_probs": the tables-rows family's FlatSoftmaxRowsAt, the sinks joining each
