@@ -93,8 +93,11 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
   std::vector<proto::OutputError> errors;
   ProgressLine progress(options.progress);
   if (!options.timing_only) {
+    // Only the results come back from each run: the inputs are held once, here (a mixture's expert tables are
+    // gigabytes a copy, and the comparison runs the VM up to three times).
     VmOptions vo;
     vo.model = options.model;
+    vo.results_only = true;
     vo.progress = progress.VmCallback("values");
     ASSIGN_OR_RETURN(values, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, vo));
     TensorMap exact, given;
@@ -102,6 +105,7 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
     const TensorMap* choice_ref = &values;
     if (options.compare_vm && options.model != nullptr && !options.model->exact()) {
       VmOptions exact_options;
+      exact_options.results_only = true;
       exact_options.progress = progress.VmCallback("exact VM");
       ASSIGN_OR_RETURN(exact, RunComposition(c, target.tile_rows(), target.tile_cols(), inputs, exact_options));
       ref = choice_ref = &exact;

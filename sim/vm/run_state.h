@@ -19,6 +19,10 @@ struct TensorValue {
   int64_t rows_t = 0;  // ceil(rows / TR)
   int64_t cols_t = 0;  // ceil(cols / TC)
   std::vector<double> values;  // rows * cols, row-major
+  // A run input no section stores, whose given values are already at its precision: read in place from the caller's
+  // inputs instead of copied into `values` (a mixture's expert tables are gigabytes a copy).
+  const double* borrowed = nullptr;
+  const double* data() const { return borrowed != nullptr ? borrowed : values.data(); }
   int64_t num_tiles() const { return rows_t * cols_t; }
 };
 

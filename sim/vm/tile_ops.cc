@@ -85,7 +85,7 @@ bool RunLoad(const Load& load, const TensorValue& t, BufferState& out, const Buf
       const TileWindow w = Window(t, tt, tile);
       double* dst = out.spare.data() + (i * p.block_w + j) * tile.cols;
       for (int64_t r = 0; r < w.nr; ++r) {
-        const double* src = t.values.data() + (w.row0 + r) * t.cols + w.col0;
+        const double* src = t.data() + (w.row0 + r) * t.cols + w.col0;
         std::copy(src, src + w.nc, dst + r * out.width);
       }
     }

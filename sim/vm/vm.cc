@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -86,7 +88,7 @@ class Runner {
  public:
   Runner(const Composition& c, TileShape tile, const ValueModel& model, const VmOptions& options)
       : c_(c), tile_(tile), model_(model), progress_(options.progress), follow_(options.follow),
-        threads_(ThreadsOf(options)) {}
+        results_only_(options.results_only), threads_(ThreadsOf(options)) {}
 
   static int64_t ThreadsOf(const VmOptions& o) {
     if (o.threads > 0) return o.threads;
@@ -107,11 +109,17 @@ class Runner {
     }
     TensorMap out;
     for (TensorValue& t : tensors_) {
+      const TensorRole role = t.decl->role;
+      if (results_only_ && role != TensorRole::kOutput && role != TensorRole::kState) continue;
       TensorData d;
       d.rows = t.rows;
       d.cols = t.cols;
       d.precision = t.decl->precision;
-      d.values = std::move(t.values);
+      if (t.borrowed != nullptr) {
+        d.values.assign(t.borrowed, t.borrowed + t.rows * t.cols);
+      } else {
+        d.values = std::move(t.values);
+      }
       out.emplace(t.decl->name, std::move(d));
     }
     return out;
@@ -158,7 +166,34 @@ class Runner {
     return absl::OkStatus();
   }
 
+  // Whether `x` is already what storing it at precision `p` leaves (always, in exact f64): checked a chunk at a time,
+  // so the check holds no copy of a large table.
+  bool AtPrecision(Precision p, const std::vector<double>& x) const {
+    if (model_.exact()) return true;
+    std::vector<double> chunk;
+    for (size_t i = 0; i < x.size(); i += 4096) {
+      const size_t n = std::min<size_t>(4096, x.size() - i);
+      chunk.assign(x.begin() + static_cast<std::ptrdiff_t>(i), x.begin() + static_cast<std::ptrdiff_t>(i + n));
+      model_.StoreRound(p, chunk.data(), static_cast<int64_t>(n));
+      for (size_t j = 0; j < n; ++j) {
+        // Bitwise: a NaN stays itself, and -0 is not +0.
+        if (std::memcmp(&chunk[j], &x[i + j], sizeof(double)) != 0) return false;
+      }
+    }
+    return true;
+  }
+
   absl::Status InitTensors(const TensorMap& inputs) {
+    // The tensors some section stores: never read in place (a store writes them).
+    std::set<std::string> stored;
+    for (const Section& s : c_.sections) {
+      for (const Stage& st : s.stages) {
+        const auto* sd = std::get_if<Store>(&st.op);
+        if (sd != nullptr && sd->tensor >= 0 && sd->tensor < static_cast<int>(s.tensors.size())) {
+          stored.insert(s.tensors[static_cast<size_t>(sd->tensor)].name);
+        }
+      }
+    }
     for (const auto& [name, data] : inputs) {
       auto it = by_name_.find(name);
       std::string who = absl::StrCat("tensor '", name, "'");
@@ -190,6 +225,10 @@ class Runner {
         if (d.values.size() != n) {
           return FaultStatus(vi::kBadInput, who,
                              absl::StrCat(d.values.size(), " values for ", v.rows, "x", v.cols, " (", n, ")"));
+        }
+        if (!stored.count(t.name) && AtPrecision(t.precision, d.values)) {
+          v.borrowed = d.values.data();
+          continue;
         }
         v.values = d.values;
       } else {
@@ -403,7 +442,7 @@ class Runner {
     if (!s.trip) return s.num_blocks;
     const Trip& tr = *s.trip;
     const TensorValue& t = tensors_[cs.tensor[tr.tensor]];
-    const double v = t.values[static_cast<size_t>(tr.elem)];
+    const double v = t.data()[tr.elem];
     const std::string elem = absl::StrCat(" (element ", tr.elem, " of tensor '", t.decl->name, "')");
     absl::StatusOr<int64_t> blocks = RunTripBlocks(tr, s.num_blocks, v);  // spatial/semantics/trip.h
     if (!blocks.ok()) return FaultStatus(vi::kTripOutOfRange, Where(s), std::string(blocks.status().message()) + elem);
@@ -575,6 +614,7 @@ class Runner {
   const ValueModel& model_;
   const std::function<void(int, int, int64_t, int64_t)>& progress_;
   const TensorMap* follow_;
+  const bool results_only_;
   std::map<std::string, int> by_name_;
   std::vector<TensorValue> tensors_;
   std::vector<CompiledSection> sections_;

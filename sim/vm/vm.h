@@ -31,12 +31,17 @@ struct VmOptions {
   // are replaced by these (same shape), so every later section reads them. The simulator's comparison runs the exact
   // VM on the machine's discrete choices (a mixture's routing) this way. nullptr: none.
   const TensorMap* follow = nullptr;
+  // Return only the composition's results (its Output and State tensors), not its inputs and constants: a caller
+  // that holds the inputs already need not hold them twice (the simulator's comparison runs the VM up to three times).
+  bool results_only = false;
 };
 
 // Runs `c` on a TR x TC tile (callers pass the target's tile; the composition's own fields are not read).
 // `inputs` must hold exactly the run's inputs (spatial::CompositionInputs: every Input tensor and every State or
 // Param tensor with External init, first declaration wins), each rows x cols. Returns EVERY tensor of the composition
-// by name with its final values, logical row-major.
+// by name with its final values, logical row-major (only its results with VmOptions::results_only). A run input no
+// section stores is read in place where its values are already at its precision: `inputs` must outlive the call
+// (it does: the call returns before its arguments go).
 absl::StatusOr<TensorMap> RunComposition(const Composition& c, int64_t tile_rows, int64_t tile_cols,
                                          const TensorMap& inputs, const VmOptions& options = {});
 

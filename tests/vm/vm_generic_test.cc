@@ -399,5 +399,44 @@ TEST(VmGeneric, NonExactModelsRoundAndComputeThroughTheHooks) {
   EXPECT_EQ(s->at("y").values, (std::vector<double>{3007}));
 }
 
+// A run input no section stores is read in place when its values are already at its precision (the VM then holds
+// no copy of a mixture's expert tables): the values are the same as the copied path's, the input is still returned
+// whole (or left out with results_only), and a tensor the program stores is never written through to the caller's.
+TEST(VmGeneric, ReadOnlyInputsAtTheirPrecisionAreReadInPlace) {
+  static const ToyModel kToy;
+  VmOptions toy;
+  toy.model = &kToy;
+  const std::vector<In> ins = {{"x", 1, 3, {1, 3, 3}}};  // integers: what the toy model's stores leave
+  const TensorMap in = Inputs(ins);
+  Composition add = OneGeneric(ins, {0}, 1, 3, FlatSpace(3), {At(0)}, At(0), Add(Op(0), Const(0.2)));
+  auto y = RunComposition(add, 4, 4, in, toy);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->at("y").values, (std::vector<double>{1001, 1003, 1003}));
+  EXPECT_EQ(y->at("x").values, (std::vector<double>{1, 3, 3}));
+  VmOptions results = toy;
+  results.results_only = true;
+  auto only = RunComposition(add, 4, 4, in, results);
+  ASSERT_TRUE(only.ok()) << only.status();
+  EXPECT_EQ(only->size(), 1u);
+  EXPECT_EQ(only->at("y").values, (std::vector<double>{1001, 1003, 1003}));
+
+  // A state the program loads and stores back: its given values are copied, and the caller's stay as they were.
+  Template t(4, 4);
+  const TensorId st = t.AddTensor("s", TensorRole::kState, 1, 3, kF, TensorInit::External());
+  const BufferId b = t.AddBuffer("in_s", 1, kF);
+  const BufferId o = t.AddBuffer("out", 1, kF);
+  t.AddLoad("load_s", st, {}, 1, b);
+  t.AddGeneric("bump", FlatSpace(3), {b}, {At(0)}, At(0), Add(Op(0), Const(1.0)), o);
+  t.AddStore("store_s", st, {}, 1, o);
+  Composition state = Single(t.Finish("s", WholeRow(1), kF, NumericsClaim::Approx("test")));
+  DeclareStateOrder(state);
+  TensorMap given;
+  given["s"] = TensorData{1, 3, kF, {1, 2, 3}};
+  auto bumped = RunComposition(state, 4, 4, given, toy);
+  ASSERT_TRUE(bumped.ok()) << bumped.status();
+  EXPECT_EQ(bumped->at("s").values, (std::vector<double>{1002, 1003, 1004}));
+  EXPECT_EQ(given.at("s").values, (std::vector<double>{1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace spatial
