@@ -293,24 +293,16 @@ std::vector<OpCase> MlaCases() {
 
 std::vector<OpCase> MatmulCases() {
   std::vector<OpCase> v;
-  for (auto [t, m, k, n] : std::vector<std::tuple<const char*, int64_t, int64_t, int64_t>>{
-           {"test_tiny", 5, 13, 7}, {"test_tiny", 16, 40, 24}, {"wormhole_n150", 32, 256, 96},
-           {"wormhole_n150", 40, 100, 70}}) {
-    proto::OpSpec s = Spec({"a", "b"});
+  // The last four with B given transposed (n x k, read in place): one K block, several, and a folded run of them.
+  for (auto [t, m, k, n, tb] : std::vector<std::tuple<const char*, int64_t, int64_t, int64_t, bool>>{
+           {"test_tiny", 5, 13, 7, false}, {"test_tiny", 16, 40, 24, false}, {"wormhole_n150", 32, 256, 96, false},
+           {"wormhole_n150", 40, 100, 70, false}, {"test_tiny", 5, 13, 7, true}, {"test_tiny", 16, 40, 24, true},
+           {"wormhole_n150", 32, 64, 96, true}, {"wormhole_n150", 40, 300, 70, true}}) {
+    proto::OpSpec s = Spec({"a", tb ? "bt" : "b"});
     s.mutable_matmul()->set_m(m);
     s.mutable_matmul()->set_k(k);
     s.mutable_matmul()->set_n(n);
-    v.push_back({t, s, Reals(-1, 1)});
-  }
-  // B given transposed (n x k, read in place): one K block, several, and a folded run of them.
-  for (auto [t, m, k, n] : std::vector<std::tuple<const char*, int64_t, int64_t, int64_t>>{
-           {"test_tiny", 5, 13, 7}, {"test_tiny", 16, 40, 24}, {"wormhole_n150", 32, 64, 96},
-           {"wormhole_n150", 40, 300, 70}}) {
-    proto::OpSpec s = Spec({"a", "bt"});
-    s.mutable_matmul()->set_m(m);
-    s.mutable_matmul()->set_k(k);
-    s.mutable_matmul()->set_n(n);
-    s.mutable_matmul()->set_transpose_b(true);
+    s.mutable_matmul()->set_transpose_b(tb);
     v.push_back({t, s, Reals(-1, 1)});
   }
   return v;
