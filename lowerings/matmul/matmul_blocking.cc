@@ -11,6 +11,7 @@
 #include "lowerings/toolkit/size_budget.h"
 #include "spatial/semantics/footprint.h"
 #include "spatial/status_macros.h"
+#include "targets/matmul_step.h"
 
 namespace spatial {
 namespace {
@@ -28,8 +29,10 @@ std::vector<int64_t> Divisors(int64_t n) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The largest osh x osw <= cap with osh | m and osw | n; of equal areas the squarer one (it balances the two
-// unpackers: osh A tiles and osw B tiles per K step).
+// The largest osh x osw <= cap with osh | m and osw | n; of equal areas the squarer one: tt-metal's own order
+// (ttnn's SUBBLOCK_HW_CHOICES, the most tiles first), so the lowering's blocking is the one tt-metal would run. Not
+// the cheapest by the machine's step: on Wormhole a 1 x 8 sub-block (no held pair, Costs.matmul_held_pairs) models
+// ~10% faster than 4 x 2 at bf16 HiFi2, which no published figure confirms.
 std::pair<int64_t, int64_t> SubBlock(int64_t m, int64_t n, int64_t cap) {
   std::pair<int64_t, int64_t> best{1, 1};
   for (int64_t h : Divisors(m)) {
@@ -51,7 +54,7 @@ struct BlockingContext {
   int64_t gy, gx, sites, mem;
   int64_t ta, tb, to, tacc;
   int64_t dst_half, dst_full;
-  double link, unpack, pack, both, dram;
+  double link, unpack, pack, dram;
 
   BlockingContext(const MatmulShape& shape, const Target& t) : s(shape), target(t) {
     const auto& costs = t.proto().costs();
@@ -70,10 +73,13 @@ struct BlockingContext {
     link = std::max(1.0, t.proto().noc().link_bytes_per_cycle());
     unpack = std::max(1.0, costs.unpack_bytes_per_cycle());
     pack = std::max(1.0, costs.pack_bytes_per_cycle());
-    both = costs.unpack_both_bytes_per_cycle() > 0 ? costs.unpack_both_bytes_per_cycle() : 2 * unpack;
     const auto& d = t.proto().dram();
     dram = std::max(1e-9, d.bytes_per_second() * (d.efficiency() > 0 ? d.efficiency() : 1.0) /
                               std::max(1.0, t.proto().clock_hz()));
+  }
+
+  MatmulStep Step(int64_t osh, int64_t osw) const {
+    return MatmulSubBlockStep(target, osh, osw, static_cast<double>(ta), static_cast<double>(tb), s.product_cycles);
   }
 
   int64_t Bytes(int64_t depth, int64_t page_tiles, Precision p) const {
@@ -113,12 +119,10 @@ struct BlockingContext {
     // One fold block on one site: the matrix work, the two unpackers' operand reads, the accumulator's round
     // trip through local memory, and the reader's NoC traffic (each block in from DRAM and out to the row or
     // column: counted twice, the sender's share).
-    const double math = static_cast<double>(pm * pn * kb) * s.product_cycles;
-    // Per sub-block and K tile, the unpackers read osh A and osw B tiles at once, within the shared L1 port
-    // (the machine's MatmulTiles cost, sim/machine/stage_cost.cc, in the same terms).
-    const double a_b = static_cast<double>(c.osh * ta), b_b = static_cast<double>(c.osw * tb);
-    const double operands = static_cast<double>((pm / c.osh) * (pn / c.osw) * kb) *
-                            std::max({a_b / unpack, b_b / unpack, (a_b + b_b) / both});
+    // Per sub-block and K tile: the machine's MatmulTiles cost (targets/matmul_step.h).
+    const MatmulStep step = Step(c.osh, c.osw);
+    const double steps = static_cast<double>((pm / c.osh) * (pn / c.osw) * kb);
+    const double math = steps * step.math, operands = steps * step.unpack;
     const double carry = static_cast<double>(pm * pn * tacc) * ((s.pack_accumulate ? 0 : 1 / unpack) + 1 / pack);
     const double noc = 2.0 * static_cast<double>(kb * (pm * ta + pn * tb)) / link;
     const double block = std::max({math, operands + carry, noc});

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "spatial/semantics/affine.h"
 #include "spatial/semantics/contraction.h"
+#include "targets/matmul_step.h"
 
 namespace spatial {
 namespace {
@@ -187,18 +188,15 @@ ComputeCost MatmulCost(const Section& s, const Stage& st, const MatmulTiles& mm,
   const double ta = static_cast<double>(BufferTileBytes(s, a, target)),
                tb = static_cast<double>(BufferTileBytes(s, b, target)),
                tout = static_cast<double>(BufferTileBytes(s, out, target));
-  const double one = costs.unpack_bytes_per_cycle() > 0 ? costs.unpack_bytes_per_cycle() : 0;
-  const double both = costs.unpack_both_bytes_per_cycle() > 0 ? costs.unpack_both_bytes_per_cycle() : 2 * one;
   const bool reload = mm.accumulate && !(s.plan && s.plan->pack_accumulate);
   const double out_tiles = static_cast<double>(SatMul(m, n));
-  c.fpu = static_cast<double>(products) * target.matmul_cycles(static_cast<proto::Fidelity>(mm.fidelity));
+  const double per_step = static_cast<double>(subblocks) * static_cast<double>(k);
+  const MatmulStep step = MatmulSubBlockStep(
+      target, osh, osw, ta, tb, target.matmul_cycles(static_cast<proto::Fidelity>(mm.fidelity)));
+  c.fpu = per_step * step.math;  // SubBlockOf's sub-blocks divide the page: subblocks * osh * osw = m * n
   if (reload) c.fpu += out_tiles * costs.eltwise_add_per_tile();  // the partials' datacopy into Dst
-  if (one > 0) {
-    const double osh_b = static_cast<double>(osh) * ta, osw_b = static_cast<double>(osw) * tb;
-    const double step = std::max({osh_b / one, osw_b / one, (osh_b + osw_b) / both});
-    c.unpack = static_cast<double>(subblocks) * static_cast<double>(k) * step;
-    if (reload) c.unpack += out_tiles * tout / one;
-  }
+  c.unpack = per_step * step.unpack;
+  if (reload && costs.unpack_bytes_per_cycle() > 0) c.unpack += out_tiles * tout / costs.unpack_bytes_per_cycle();
   if (costs.pack_bytes_per_cycle() > 0) c.pack = out_tiles * tout / costs.pack_bytes_per_cycle();
   c.latency = costs.pipeline_latency() + static_cast<double>(subblocks) * costs.dst_sync_cycles();
   c.tiles = std::max<int64_t>(1, subblocks);

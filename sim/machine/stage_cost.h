@@ -6,7 +6,9 @@
 //  - MatmulTiles: m*n*k tile products x the matrix engine's cycles at the stage's fidelity (else the target's),
 //    computed a Dst sub-block (the plan's osh x osw) at a time: per K tile both unpackers feed osh A and osw B
 //    tiles at once (capped by the shared L1 port); an accumulating product first reloads its partials into Dst
-//    (unless the plan packs with L1 accumulation); one Dst hand-off per sub-block.
+//    (unless the plan packs with L1 accumulation); one Dst hand-off per sub-block. Where the target holds the
+//    reused operand in pairs (Costs.matmul_held_pairs, Wormhole), the math waits per pair and K tile for the
+//    pair's second tile and the first streamed one.
 //  - Generic: per work tile (iteration points / tile elements): the FPU's eltwise costs when the body is only
 //    Add/Sub/Mul/Min/Max (a Mul costs one pass per fidelity phase; a body with no arithmetic is a datacopy at
 //    the add cost), otherwise the SFPU: each Unary at costs.sfpu for its kind and the target's approx mode

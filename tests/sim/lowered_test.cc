@@ -135,7 +135,7 @@ TEST_F(Lowered, MulticastReadsEachBlockOnce) {
 // MatmulSpec.math_fidelity reaches both the timing (LoFi : HiFi2 : HiFi4 tile products at 16 : 32 : 64 cycles) and
 // the values (fewer mantissa bits multiplied: a larger error against the exact VM).
 TEST_F(Lowered, MathFidelityChangesCyclesAndValues) {
-  double cycles[3], err[3];
+  double cycles[3], unpack[3], err[3];
   const proto::Fidelity fids[3] = {proto::LOFI, proto::HIFI2, proto::HIFI4};
   for (int i = 0; i < 3; ++i) {
     proto::OpSpec spec = Spec({"a", "b"});
@@ -148,7 +148,12 @@ TEST_F(Lowered, MathFidelityChangesCyclesAndValues) {
     spec.mutable_matmul()->set_in1_format(proto::BFP8_B);
     absl::StatusOr<Composition> big = Lower(spec, *target_);
     ASSERT_TRUE(big.ok()) << big.status();
-    cycles[i] = static_cast<double>(sim_test::TimeOnly(*big, *target_).total_cycles());
+    const proto::SimReport timed = sim_test::TimeOnly(*big, *target_);
+    cycles[i] = static_cast<double>(timed.total_cycles());
+    unpack[i] = 0;
+    for (const proto::EngineStats& e : timed.engines()) {
+      if (e.engine() == "unpack") unpack[i] = e.busy_cycles();
+    }
     spec.mutable_matmul()->clear_in0_format();
     spec.mutable_matmul()->clear_in1_format();
     spec.mutable_matmul()->set_m(64);
@@ -194,14 +199,17 @@ TEST_F(Lowered, BlockFloatFormatsRoundTheOperands) {
 }
 
 // The accumulator switches as tt-metal's benchmarks run them: packer L1 accumulation takes the partials' reload
-// out of every K block, so both runs with it are faster at 4096^3 bfp8_b LoFi (where the reload was the bound); a
-// bf16 Dst rounds the sums after every product, so its error against the VM is larger.
+// out of every K block, so the unpackers read a quarter less at 4096^3 bfp8_b LoFi with an fp32 Dst (the fp32
+// partials: 4 KB a tile against 8 operand tiles of 1088 B per K block of a 2 x 2 sub-block) and a bf16 Dst (twice
+// the sub-block) less again; with the math's wait for Wormhole's held pairs (Costs.matmul_held_pairs) the math, not
+// the unpackers, bounds these runs, so the time moves less than the unpackers' work. A bf16 Dst rounds the sums
+// after every product, so its error against the VM is larger.
 TEST_F(Lowered, AccumulatorSwitchesChangeCyclesAndValues) {
   struct Switches {
     bool fp32_dest, l1_acc;
   };
   const Switches runs[3] = {{true, false}, {true, true}, {false, true}};
-  double cycles[3], err[3];
+  double cycles[3], unpack[3], err[3];
   for (int i = 0; i < 3; ++i) {
     proto::OpSpec spec = Spec({"a", "b"});
     proto::MatmulSpec* mm = spec.mutable_matmul();
@@ -215,7 +223,12 @@ TEST_F(Lowered, AccumulatorSwitchesChangeCyclesAndValues) {
     mm->set_packer_l1_acc(runs[i].l1_acc);
     absl::StatusOr<Composition> big = Lower(spec, *target_);
     ASSERT_TRUE(big.ok()) << big.status();
-    cycles[i] = static_cast<double>(sim_test::TimeOnly(*big, *target_).total_cycles());
+    const proto::SimReport timed = sim_test::TimeOnly(*big, *target_);
+    cycles[i] = static_cast<double>(timed.total_cycles());
+    unpack[i] = 0;
+    for (const proto::EngineStats& e : timed.engines()) {
+      if (e.engine() == "unpack") unpack[i] = e.busy_cycles();
+    }
     mm->set_m(64);
     mm->set_k(512);
     mm->set_n(64);
@@ -228,8 +241,10 @@ TEST_F(Lowered, AccumulatorSwitchesChangeCyclesAndValues) {
     ASSERT_TRUE(r.ok()) << r.status();
     err[i] = r->report.errors(0).rel_l2();
   }
-  EXPECT_LT(cycles[1], 0.95 * cycles[0]);
+  EXPECT_LT(unpack[1], 0.8 * unpack[0]);
+  EXPECT_LT(unpack[2], 0.8 * unpack[1]);
   EXPECT_LT(cycles[2], 0.95 * cycles[0]);
+  EXPECT_LT(cycles[1], 1.02 * cycles[0]);  // the same blocking may not be chosen: no more than noise slower
   EXPECT_EQ(err[0], err[1]);  // where the partials are added changes no bit
   EXPECT_GT(err[2], 2 * err[1]);
 }
