@@ -128,6 +128,7 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
       }
       return nullptr;
     };
+    const std::map<std::string, double> claimed = LineageTolerances(c);
     for (const Tensor& t : CompositionResults(c)) {
       auto it = values.find(t.name);
       if (it == values.end()) continue;
@@ -135,9 +136,11 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
       if (!options.compare_vm) continue;
       auto r = ref->find(t.name);
       if (r == ref->end()) continue;
-      const bool exact_claim = ExactLineage(c, t.name);
+      auto lineage = claimed.find(t.name);
+      const double own = lineage != claimed.end() ? lineage->second : 0.0;
+      const bool exact_claim = own == 0;
       auto tol = options.tolerance.find(t.name);
-      const double tolerance = tol != options.tolerance.end() ? tol->second : DefaultTolerance(exact_claim);
+      const double tolerance = tol != options.tolerance.end() ? tol->second : own;
       const SimOptions::Choice* ch = ref != choice_ref ? choice_of(t.name) : nullptr;
       if (ch != nullptr) {
         // A choice against the exact VM's own (never against the run that follows it).
@@ -241,28 +244,35 @@ absl::StatusOr<SimResult> FromOutcome(const proto::SimOutcome& o) {
 
 }  // namespace
 
-bool ExactLineage(const Composition& c, const std::string& name) {
-  // One forward pass in section order: a section taints what it stores when it is approximate or loads a tainted
-  // tensor. A section that re-stores a tensor it also loads keeps the taint (the old values may survive).
-  std::set<std::string> approx;
+std::map<std::string, double> LineageTolerances(const Composition& c) {
+  // One forward pass in section order. A section that re-stores a tensor it also loads keeps what the tensor had
+  // (the old values may survive): the largest over every section that stores it.
+  std::map<std::string, double> tolerance;
   for (const Section& s : c.sections) {
-    bool taints = !s.claim.exact;
+    double stored = s.claim.exact ? 0.0 : DefaultTolerance(false) * std::max(1.0, s.claim.error_growth);
     for (const Stage& st : s.stages) {
       const auto* load = std::get_if<Load>(&st.op);
-      if (load != nullptr && load->tensor >= 0 && load->tensor < static_cast<int>(s.tensors.size()) &&
-          approx.count(s.tensors[load->tensor].name)) {
-        taints = true;
+      if (!s.claim.exact || load == nullptr || load->tensor < 0 || load->tensor >= static_cast<int>(s.tensors.size())) {
+        continue;
       }
+      auto it = tolerance.find(s.tensors[load->tensor].name);
+      if (it != tolerance.end()) stored = std::max(stored, it->second);
     }
-    if (!taints) continue;
     for (const Stage& st : s.stages) {
       const auto* store = std::get_if<Store>(&st.op);
       if (store != nullptr && store->tensor >= 0 && store->tensor < static_cast<int>(s.tensors.size())) {
-        approx.insert(s.tensors[store->tensor].name);
+        double& t = tolerance[s.tensors[store->tensor].name];
+        t = std::max(t, stored);
       }
     }
   }
-  return approx.count(name) == 0;
+  return tolerance;
+}
+
+bool ExactLineage(const Composition& c, const std::string& name) {
+  const std::map<std::string, double> tolerance = LineageTolerances(c);
+  auto it = tolerance.find(name);
+  return it == tolerance.end() || it->second == 0;
 }
 
 absl::StatusOr<SimResult> Simulate(const Composition& c, const Target& target, const TensorMap& inputs,

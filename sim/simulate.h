@@ -37,9 +37,8 @@ struct SimOptions {
   bool progress = false;
   int64_t vcd_window_cycles = 0;  // the VCD covers [0, window); 0: the whole run
   const ValueModel* model = nullptr;  // numerics; nullptr = exact f64
-  // Relative-L2 tolerance per output for compare_vm; missing outputs get DefaultTolerance of their claim
-  // (sim/report/error_stats.h: 0 for Exact, 2^-5 for Approx), where an output is Exact only if every section on
-  // its way from the run's inputs is (ExactLineage).
+  // Relative-L2 tolerance per output for compare_vm; missing outputs get their claims' (LineageTolerances:
+  // sim/report/error_stats.h's 0 for Exact, 2^-5 for Approx, times an Approx claim's error_growth).
   std::map<std::string, double> tolerance;
   // ★ A DISCRETE CHOICE IS COMPARED AS ONE: a mixture's routing picks the largest scores, and where two are nearly
   // tied the machine's rounding may pick either. Each `tensor` (T x n weights, 0 where not chosen) chosen by the
@@ -59,9 +58,13 @@ struct SimResult {
   proto::SimReport report;
 };
 
-// Whether tensor `name`'s values are exact functions of the run's inputs: every section that stores it claims Exact
-// and loads only tensors that are themselves exact (an exact relayout of an approximate attention output is
-// approximate). Inputs, Params and anything no section stores are exact.
+// The relative-L2 tolerance compare_vm holds each stored tensor to, from the claims on its way from the run's inputs:
+// what an approximate section stores, DefaultTolerance(false) times its claim's error_growth (at least 1); what an
+// exact section stores, the largest of what it loads (an exact relayout of an approximate attention output is
+// approximate, and keeps its allowance); 0 when every section on the way is exact. Inputs, Params and anything no
+// section stores are absent (exact).
+std::map<std::string, double> LineageTolerances(const Composition& c);
+// Whether tensor `name`'s values are exact functions of the run's inputs (its LineageTolerances entry is 0 or absent).
 bool ExactLineage(const Composition& c, const std::string& name);
 
 // Errors: the VM's faults unchanged (their message starts with the fault's code); "Deadlock: ..." when the FIFO

@@ -231,6 +231,7 @@ std::string PrintSection(const Section& s) {
   std::string out = absl::StrCat("section '", s.name, "' {\n");
   absl::StrAppend(&out, "  claim ", s.claim.exact ? "exact" : "approx");
   if (!s.claim.reason.empty()) absl::StrAppend(&out, " \"", s.claim.reason, "\"");
+  if (s.claim.error_growth > 1) absl::StrAppend(&out, " growth ", s.claim.error_growth);
   absl::StrAppend(&out, "\n  acc ", S(PrecisionName(s.acc_precision)), "\n");
   if (s.trip) {
     const Trip& t = *s.trip;

@@ -260,8 +260,13 @@ struct BlockPlan {
 struct NumericsClaim {
   bool exact = false;
   std::string reason;
-  static NumericsClaim Exact() { return {true, ""}; }
-  static NumericsClaim Approx(std::string why) { return {false, std::move(why)}; }
+  // Approx only: the stored values may carry this many times the default relative error (proto NumericsClaim); 0 or
+  // 1: the default.
+  double error_growth = 0;
+  static NumericsClaim Exact() { return {true, "", 0}; }
+  static NumericsClaim Approx(std::string why, double error_growth = 0) {
+    return {false, std::move(why), error_growth};
+  }
   friend bool operator==(const NumericsClaim&, const NumericsClaim&) = default;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -490,6 +491,7 @@ proto::Section SectionToProto(const Section& s) {
   }
   p.mutable_claim()->set_exact(s.claim.exact);
   p.mutable_claim()->set_reason(s.claim.reason);
+  if (s.claim.error_growth != 0) p.mutable_claim()->set_error_growth(s.claim.error_growth);
   p.set_acc_precision(static_cast<proto::Precision>(s.acc_precision));
   return p;
 }
@@ -545,7 +547,12 @@ absl::StatusOr<Section> SectionFromProto(const proto::Section& p) {
     s.plan = BlockPlan{b.per_site_m(), b.per_site_n(), b.grid_y(),        b.grid_x(),
                        b.num_blocks(), b.block_k_tiles(), b.osh(), b.osw(), b.ibw(), b.pack_accumulate()};
   }
-  s.claim = NumericsClaim{p.claim().exact(), p.claim().reason()};
+  const double growth = p.claim().error_growth();
+  if (!(growth == 0 || (std::isfinite(growth) && growth >= 1 && !p.claim().exact()))) {
+    return Malformed(where, "claim.error_growth",
+                     absl::StrCat(growth, p.claim().exact() ? " on an exact claim" : " (must be >= 1, or 0: none)"));
+  }
+  s.claim = NumericsClaim{p.claim().exact(), p.claim().reason(), growth};
   ASSIGN_OR_RETURN(s.acc_precision,
                    EnumFrom<Precision>(p.acc_precision(), proto::Precision_IsValid, where, "acc_precision"));
   return s;

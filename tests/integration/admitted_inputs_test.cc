@@ -3,10 +3,12 @@
 // narrow (random inputs would miss real positions) nor too wide (random runs would fault). And ExactLineage
 // (sim/simulate.h): an exact section copying an approximate result is approximate.
 #include <string>
+#include <vector>
 
 #include "certify/admitted_inputs.h"
 #include "gtest/gtest.h"
 #include "lowerings/registry.h"
+#include "sim/report/error_stats.h"
 #include "sim/simulate.h"
 #include "sim/vm/vm.h"
 #include "spatial/proto_file.h"
@@ -110,6 +112,37 @@ TEST(ExactLineage, AnExactCopyOfAnApproximateResultIsApproximate) {
   // A pure data-movement op from inputs is exact end to end.
   Composition tr = LowerText("out: 'y' operands { name: 'x' } transpose { rows: 4 cols: 8 float: true }", *t);
   EXPECT_TRUE(ExactLineage(tr, "y"));
+}
+
+// An Approx claim's error growth is the tolerance of what its section stores, passed on through exact copies (the
+// final relayout) and not through arithmetic: a later approximate section claims its own.
+TEST(LineageTolerances, AClaimedGrowthPassesThroughCopiesNotThroughArithmetic) {
+  absl::StatusOr<Target> t = LoadTarget("test_tiny");
+  ASSERT_TRUE(t.ok());
+  Composition c = LowerText("out: 'ctx' operands { name: 'q' } operands { name: 'k_cache' } "
+                            "operands { name: 'v_cache' } operands { name: 'pos' } attention { h: 4 kv: 2 "
+                            "hd: 16 vd: 16 l: 48 rows: 1 pos { named: 'pos' } }",
+                            *t);
+  std::vector<size_t> approx;
+  for (size_t i = 0; i < c.sections.size(); ++i) {
+    if (!c.sections[i].claim.exact) approx.push_back(i);
+  }
+  ASSERT_FALSE(approx.empty());
+  ASSERT_TRUE(c.sections.back().claim.exact);
+  const double plain = DefaultTolerance(false);
+  EXPECT_EQ(LineageTolerances(c).at("ctx"), plain);
+  // The last approximate section (what the final relayout copies) claims 4x: ctx has 4x.
+  c.sections[approx.back()].claim.error_growth = 4;
+  EXPECT_EQ(LineageTolerances(c).at("ctx"), 4 * plain);
+  EXPECT_FALSE(ExactLineage(c, "ctx"));
+  if (approx.size() > 1) {
+    // Claimed by an earlier approximate section only: the arithmetic after it claims the default again.
+    c.sections[approx.back()].claim.error_growth = 0;
+    c.sections[approx.front()].claim.error_growth = 4;
+    EXPECT_EQ(LineageTolerances(c).at("ctx"), plain);
+  }
+  // Exact tensors have no tolerance to give.
+  for (const auto& [name, tol] : LineageTolerances(c)) EXPECT_EQ(tol == 0, ExactLineage(c, name)) << name;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // step by step) to 1e-12 for the output AND the memory it leaves, the program valid, certified on every shipped target
 // that lowers it — in its flat, blocked and widened forms, one row and blocks of rows, both gate activations; the
 // memory's declared state order and StaleStateRead when the sections run out of it; decode steps on one memory.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -210,6 +211,32 @@ TEST(CarriedGdnTest, Chunked) {
     const std::vector<StateStep> steps = StepsOf(c, "S");
     ASSERT_EQ(steps.size(), static_cast<size_t>(4 * CeilDiv(s.rows, 32)));
     EXPECT_EQ(steps[3].access, StateAccess::kWrite);
+    // The solve's section j that squares into P_{j+1} claims 2^{j+1} times the default error for what it stores
+    // (a power of the rounded N compounds its error); every other section claims the default.
+    int64_t squares = 0;
+    for (const Section& sec : c.sections) {
+      const size_t at = sec.name.find("_solve");
+      bool stores_power = false;
+      for (const Stage& st : sec.stages) {
+        const auto* store = std::get_if<Store>(&st.op);
+        if (store == nullptr) continue;
+        const std::string& n = sec.tensors[store->tensor].name;  // "{out}__c{c}_p{j}"
+        const size_t p = n.rfind("_p");
+        stores_power |= n.find("__c") != std::string::npos && p != std::string::npos && p + 2 < n.size() &&
+                        std::all_of(n.begin() + static_cast<std::ptrdiff_t>(p) + 2, n.end(),
+                                    [](char ch) { return ch >= '0' && ch <= '9'; });
+      }
+      if (at == std::string::npos || !stores_power) {
+        EXPECT_EQ(sec.claim.error_growth, 0) << sec.name;
+        continue;
+      }
+      const int64_t j = std::stoll(sec.name.substr(at + 6));
+      EXPECT_EQ(sec.claim.error_growth, static_cast<double>(int64_t{1} << (j + 1))) << sec.name;
+      ++squares;
+    }
+    int64_t expected_squares = 0;
+    for (int64_t r0 = 0; r0 < s.rows; r0 += 32) expected_squares += SolveFactors(std::min<int64_t>(s.rows - r0, 32)) - 1;
+    EXPECT_EQ(squares, expected_squares) << "one square per factor after the first, per chunk";
   }
   // A widened head (48 -> 64) in chunks.
   CheckGdn({4, 2, 48, 12, true}, t);

@@ -1,7 +1,9 @@
 #include "spatial/proto_io.h"
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -256,6 +258,26 @@ TEST(ProtoIoHostile, TextStringsMustBeUtf8) {
       EXPECT_EQ(st, absl::InvalidArgumentError(c.expect)) << c.text;
     }
   }
+}
+
+// An Approx claim's error growth survives the wire; below 1, not finite, or on an Exact claim it is malformed.
+TEST(ProtoIo, ClaimErrorGrowthRoundTripsAndIsChecked) {
+  Composition c = RichComposition();
+  c.sections[0].claim = NumericsClaim::Approx("a power by squaring", 8);
+  proto::Composition p = ToProto(c);
+  EXPECT_EQ(p.sections(0).claim().error_growth(), 8);
+  absl::StatusOr<Composition> back = FromProto(p);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->sections[0].claim.error_growth, 8);
+  ExpectCompositionsEqual(c, *back);
+  for (double bad : {0.5, -1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    p.mutable_sections(0)->mutable_claim()->set_error_growth(bad);
+    EXPECT_THAT(FromProtoStatus(p).message(), HasSubstr("claim.error_growth"));
+    EXPECT_THAT(FromProtoStatus(p).message(), HasSubstr("must be >= 1, or 0: none"));
+  }
+  p.mutable_sections(0)->mutable_claim()->set_error_growth(2);
+  p.mutable_sections(0)->mutable_claim()->set_exact(true);
+  EXPECT_THAT(FromProtoStatus(p).message(), HasSubstr("2 on an exact claim"));
 }
 
 TEST(ProtoIoHostile, NonPositiveTile) {
