@@ -6,13 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "sim/machine/machine.h"
@@ -252,9 +252,8 @@ std::map<std::string, double> LineageTolerances(const Composition& c) {
     double stored = s.claim.exact ? 0.0 : DefaultTolerance(false) * std::max(1.0, s.claim.error_growth);
     for (const Stage& st : s.stages) {
       const auto* load = std::get_if<Load>(&st.op);
-      if (!s.claim.exact || load == nullptr || load->tensor < 0 || load->tensor >= static_cast<int>(s.tensors.size())) {
-        continue;
-      }
+      if (!s.claim.exact || load == nullptr) continue;  // an approximate section claims its own
+      if (load->tensor < 0 || load->tensor >= static_cast<int>(s.tensors.size())) continue;
       auto it = tolerance.find(s.tensors[load->tensor].name);
       if (it != tolerance.end()) stored = std::max(stored, it->second);
     }

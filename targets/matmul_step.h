@@ -1,7 +1,7 @@
 // One K tile of one osh x osw Dst sub-block of a matmul on a target (tt-metal's matmul_block inner step): what the
 // unpackers read and what the math thread spends. The machine's MatmulTiles cost (sim/machine/stage_cost.cc) and the
-// lowering's blocking estimate and sub-block choice (lowerings/matmul/matmul_blocking.cc) both read it, so the
-// lowering chooses by the cost the machine charges.
+// lowering's blocking estimate (lowerings/matmul/matmul_blocking.cc) both read it, so the lowering compares
+// blockings by the cost the machine charges.
 #ifndef TARGETS_MATMUL_STEP_H_
 #define TARGETS_MATMUL_STEP_H_
 

@@ -95,13 +95,18 @@ TEST(AdmittedInputs, NothingToAdmitWithoutIntegerRunInputs) {
   EXPECT_TRUE(AdmitInputs(c, *t).empty());
 }
 
+// A decode step of 4 heads over 2 K/V heads: a grouped copy of q, the split fold and its combine, the final relayout.
+Composition DecodeAttention(const Target& t) {
+  return LowerText("out: 'ctx' operands { name: 'q' } operands { name: 'k_cache' } operands { name: 'v_cache' } "
+                   "operands { name: 'pos' } attention { h: 4 kv: 2 hd: 16 vd: 16 l: 48 rows: 1 "
+                   "pos { named: 'pos' } }",
+                   t);
+}
+
 TEST(ExactLineage, AnExactCopyOfAnApproximateResultIsApproximate) {
   absl::StatusOr<Target> t = LoadTarget("test_tiny");
   ASSERT_TRUE(t.ok());
-  Composition c = LowerText("out: 'ctx' operands { name: 'q' } operands { name: 'k_cache' } "
-                            "operands { name: 'v_cache' } operands { name: 'pos' } attention { h: 4 kv: 2 "
-                            "hd: 16 vd: 16 l: 48 rows: 1 pos { named: 'pos' } }",
-                            *t);
+  Composition c = DecodeAttention(*t);
   ASSERT_GE(c.sections.size(), 2u);
   ASSERT_TRUE(c.sections.back().claim.exact) << "the final relayout is pure data movement";
   EXPECT_FALSE(ExactLineage(c, "ctx"));
@@ -119,10 +124,7 @@ TEST(ExactLineage, AnExactCopyOfAnApproximateResultIsApproximate) {
 TEST(LineageTolerances, AClaimedGrowthPassesThroughCopiesNotThroughArithmetic) {
   absl::StatusOr<Target> t = LoadTarget("test_tiny");
   ASSERT_TRUE(t.ok());
-  Composition c = LowerText("out: 'ctx' operands { name: 'q' } operands { name: 'k_cache' } "
-                            "operands { name: 'v_cache' } operands { name: 'pos' } attention { h: 4 kv: 2 "
-                            "hd: 16 vd: 16 l: 48 rows: 1 pos { named: 'pos' } }",
-                            *t);
+  Composition c = DecodeAttention(*t);
   std::vector<size_t> approx;
   for (size_t i = 0; i < c.sections.size(); ++i) {
     if (!c.sections[i].claim.exact) approx.push_back(i);

@@ -235,7 +235,9 @@ TEST(CarriedGdnTest, Chunked) {
       ++squares;
     }
     int64_t expected_squares = 0;
-    for (int64_t r0 = 0; r0 < s.rows; r0 += 32) expected_squares += SolveFactors(std::min<int64_t>(s.rows - r0, 32)) - 1;
+    for (int64_t r0 = 0; r0 < s.rows; r0 += 32) {
+      expected_squares += SolveFactors(std::min<int64_t>(s.rows - r0, 32)) - 1;
+    }
     EXPECT_EQ(squares, expected_squares) << "one square per factor after the first, per chunk";
   }
   // A widened head (48 -> 64) in chunks.

@@ -135,7 +135,7 @@ TEST_F(Lowered, MulticastReadsEachBlockOnce) {
 // MatmulSpec.math_fidelity reaches both the timing (LoFi : HiFi2 : HiFi4 tile products at 16 : 32 : 64 cycles) and
 // the values (fewer mantissa bits multiplied: a larger error against the exact VM).
 TEST_F(Lowered, MathFidelityChangesCyclesAndValues) {
-  double cycles[3], unpack[3], err[3];
+  double cycles[3], err[3];
   const proto::Fidelity fids[3] = {proto::LOFI, proto::HIFI2, proto::HIFI4};
   for (int i = 0; i < 3; ++i) {
     proto::OpSpec spec = Spec({"a", "b"});
@@ -148,12 +148,7 @@ TEST_F(Lowered, MathFidelityChangesCyclesAndValues) {
     spec.mutable_matmul()->set_in1_format(proto::BFP8_B);
     absl::StatusOr<Composition> big = Lower(spec, *target_);
     ASSERT_TRUE(big.ok()) << big.status();
-    const proto::SimReport timed = sim_test::TimeOnly(*big, *target_);
-    cycles[i] = static_cast<double>(timed.total_cycles());
-    unpack[i] = 0;
-    for (const proto::EngineStats& e : timed.engines()) {
-      if (e.engine() == "unpack") unpack[i] = e.busy_cycles();
-    }
+    cycles[i] = static_cast<double>(sim_test::TimeOnly(*big, *target_).total_cycles());
     spec.mutable_matmul()->clear_in0_format();
     spec.mutable_matmul()->clear_in1_format();
     spec.mutable_matmul()->set_m(64);
@@ -244,7 +239,8 @@ TEST_F(Lowered, AccumulatorSwitchesChangeCyclesAndValues) {
   EXPECT_LT(unpack[1], 0.8 * unpack[0]);
   EXPECT_LT(unpack[2], 0.8 * unpack[1]);
   EXPECT_LT(cycles[2], 0.95 * cycles[0]);
-  EXPECT_LT(cycles[1], 1.02 * cycles[0]);  // the same blocking may not be chosen: no more than noise slower
+  // The two runs' estimates differ, so the lowering may block them differently: within 2% of each other.
+  EXPECT_LT(cycles[1], 1.02 * cycles[0]);
   EXPECT_EQ(err[0], err[1]);  // where the partials are added changes no bit
   EXPECT_GT(err[2], 2 * err[1]);
 }
