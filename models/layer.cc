@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <set>
 #include <tuple>
 
@@ -11,6 +12,7 @@
 #include "lowerings/registry.h"
 #include "lowerings/rows/row_norms.h"  // HeadIsItem
 #include "lowerings/toolkit/common.h"
+#include "lowerings/toolkit/tables_rows_common.h"  // WholeTiles
 #include "spatial/status_macros.h"
 #include "spatial/tensor_data.h"
 
@@ -99,26 +101,37 @@ proto::OpSpec CacheWrite(const char* cache, const char* row, int64_t rows, int64
   return s;
 }
 
-proto::OpSpec HeadSlice(const std::string& out, const char* in, int64_t every, int64_t from, int64_t width,
-                        int64_t n) {
+// ★ A PREFILL'S SLICES AND JOINS STAY ON THE MATRIX. A projection leaves its T rows as a T x n matrix; slicing or
+// joining its heads over the flat 1 x T*n form first moves it to flat rows, a tile holding one token row (32 times
+// the DRAM bytes of the values), and back. The dense forms (HeadSliceSpec.rows, JoinSpec.dense) move 32-row tiles
+// where every part is whole tiles of `target` (DeepSeek-V3's q path at prefill 128: 17.7 of 24.6 ms before). A
+// decode's one row is the same either way.
+bool Dense(int64_t T, std::initializer_list<int64_t> widths, const Target& target) {
+  return T > 1 && WholeTiles(widths, target);
+}
+
+proto::OpSpec HeadSlice(const std::string& out, const char* in, int64_t every, int64_t from, int64_t width, int64_t T,
+                        int64_t n, const Target& target) {
   proto::OpSpec s = Spec(out, {in});
   auto* h = s.mutable_head_slice();
   h->set_every(every);
   h->set_from(from);
   h->set_width(width);
   h->set_n(n);
+  if (Dense(T, {every, from, width}, target)) h->set_rows(T);
   return s;
 }
 
 // Per head: its wa of A, then its wb of B (JoinSpec's widths are the totals over the heads).
 proto::OpSpec Join(const std::string& out, const char* a, const char* b, int64_t heads, int64_t wa, int64_t wb,
-                   int64_t rows = 1) {
+                   int64_t rows, const Target& target) {
   proto::OpSpec s = Spec(out, {a, b});
   auto* j = s.mutable_join();
   j->set_rows(rows);
   j->set_heads(heads);
   j->set_wa(heads * wa);
   j->set_wb(heads * wb);
+  if (wa > 0 && wb > 0 && Dense(rows, {wa, wb}, target)) j->set_dense(true);
   return s;
 }
 
@@ -130,23 +143,23 @@ proto::OpSpec Join(const std::string& out, const char* a, const char* b, int64_t
 // kv_a_proj's rope columns turns that into the half split RoPE here, so the two cost the same. A prefill's T rows
 // go through every op as rows, and the MLA op takes them as query rows from position 1 (lowerings/attention/mla.h).
 absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, const WeightFormats& wf,
-                                LayerPlan* p) {
+                                const Target& target, LayerPlan* p) {
   const LatentAttention& m = c.mla;
   const int64_t d = c.hidden, qk = m.nope + m.rope, kv_row = m.kv_rank + m.rope;
   auto add = [&](const char* label, proto::OpSpec spec) { p->ops.push_back({label, std::move(spec)}); };
   add("q_a_proj", Matmul("q_a", "h", "wq_a", T, d, m.q_rank, wf.attention));
   add("q_a_norm", Norm("q_a_n", "q_a", "q_a_norm_w", T, m.q_rank, c.eps, false));
   add("q_b_proj", Matmul("q", "q_a_n", "wq_b", T, m.q_rank, c.heads * qk, wf.attention));
-  add("q_nope", HeadSlice("q_nope", "q", qk, 0, m.nope, T * c.heads * qk));
-  add("q_pe", HeadSlice("q_pe", "q", qk, m.nope, m.rope, T * c.heads * qk));
+  add("q_nope", HeadSlice("q_nope", "q", qk, 0, m.nope, T, T * c.heads * qk, target));
+  add("q_pe", HeadSlice("q_pe", "q", qk, m.nope, m.rope, T, T * c.heads * qk, target));
   add("q_rope", Rope("q_pe_rot", "q_pe", c.heads, m.rope, T, c, cache));
-  add("q_join", Join("q_mla", "q_nope", "q_pe_rot", c.heads, m.nope, m.rope, T));
+  add("q_join", Join("q_mla", "q_nope", "q_pe_rot", c.heads, m.nope, m.rope, T, target));
   add("kv_a_proj", Matmul("kv_a", "h", "wkv_a", T, d, kv_row, wf.attention));
-  add("c_kv", HeadSlice("c_kv", "kv_a", kv_row, 0, m.kv_rank, T * kv_row));
-  add("k_pe", HeadSlice("k_pe", "kv_a", kv_row, m.kv_rank, m.rope, T * kv_row));
+  add("c_kv", HeadSlice("c_kv", "kv_a", kv_row, 0, m.kv_rank, T, T * kv_row, target));
+  add("k_pe", HeadSlice("k_pe", "kv_a", kv_row, m.kv_rank, m.rope, T, T * kv_row, target));
   add("kv_a_norm", Norm("c_kv_n", "c_kv", "kv_a_norm_w", T, m.kv_rank, c.eps, false));
   add("k_rope", Rope("k_pe_rot", "k_pe", 1, m.rope, T, c, cache));
-  add("kv_join", Join("kv_row", "c_kv_n", "k_pe_rot", 1, m.kv_rank, m.rope, T));
+  add("kv_join", Join("kv_row", "c_kv_n", "k_pe_rot", 1, m.kv_rank, m.rope, T, target));
   add("kv_cache_write", CacheWrite("kv_cache", "kv_row", cache, kv_row, T, true));
   {
     // A prefill from position 1 names its bound literally (as the attention's, BuildLayer); a decode step reads P.
@@ -184,7 +197,8 @@ absl::Status AddLatentAttention(const ModelConfig& c, int64_t T, int64_t cache, 
 // value head h to key head h / (hv / hk); a fixed permutation of those columns, of the value heads' weights and of
 // out_proj's rows turns that into the contiguous q | k | v | z and b | a here and the gated delta op's value head h
 // reading key head h mod hk, so the two cost the same.
-absl::Status AddGatedDeltaNet(const ModelConfig& c, int64_t T, const WeightFormats& wf, LayerPlan* p) {
+absl::Status AddGatedDeltaNet(const ModelConfig& c, int64_t T, const WeightFormats& wf, const Target& target,
+                              LayerPlan* p) {
   const LinearAttention& g = c.gdn;
   if (g.k_dim != g.v_dim) {
     return NotLowered(absl::StrCat("a Gated DeltaNet of key heads ", g.k_dim, " and value heads ", g.v_dim,
@@ -195,11 +209,11 @@ absl::Status AddGatedDeltaNet(const ModelConfig& c, int64_t T, const WeightForma
   const int64_t d = c.hidden, key = g.k_heads * g.k_dim, val = g.v_heads * g.v_dim, conv = 2 * key + val;
   auto add = [&](const char* label, proto::OpSpec spec) { p->ops.push_back({label, std::move(spec)}); };
   add("qkvz_proj", Matmul("qkvz", "h", "w_qkvz", T, d, conv + val, wf.attention));
-  add("qkv_part", HeadSlice("mixed_qkv", "qkvz", conv + val, 0, conv, T * (conv + val)));
-  add("z_part", HeadSlice("z", "qkvz", conv + val, conv, val, T * (conv + val)));
+  add("qkv_part", HeadSlice("mixed_qkv", "qkvz", conv + val, 0, conv, T, T * (conv + val), target));
+  add("z_part", HeadSlice("z", "qkvz", conv + val, conv, val, T, T * (conv + val), target));
   add("ba_proj", Matmul("ba", "h", "w_ba", T, d, 2 * g.v_heads, wf.attention));
-  add("b_part", HeadSlice("b", "ba", 2 * g.v_heads, 0, g.v_heads, T * 2 * g.v_heads));
-  add("a_part", HeadSlice("a", "ba", 2 * g.v_heads, g.v_heads, g.v_heads, T * 2 * g.v_heads));
+  add("b_part", HeadSlice("b", "ba", 2 * g.v_heads, 0, g.v_heads, T, T * 2 * g.v_heads, target));
+  add("a_part", HeadSlice("a", "ba", 2 * g.v_heads, g.v_heads, g.v_heads, T, T * 2 * g.v_heads, target));
   {
     proto::OpSpec s = Spec("conv_out", {"mixed_qkv", "conv_w", "conv_state"});
     s.mutable_causal_conv()->set_taps(g.conv);
@@ -212,9 +226,9 @@ absl::Status AddGatedDeltaNet(const ModelConfig& c, int64_t T, const WeightForma
     s.mutable_silu()->set_n(T * conv);
     add("conv_silu", Pointwise(std::move(s), T, conv));
   }
-  add("q_part", HeadSlice("q_lin", "qkv_act", conv, 0, key, T * conv));
-  add("k_part", HeadSlice("k_lin", "qkv_act", conv, key, key, T * conv));
-  add("v_part", HeadSlice("v_lin", "qkv_act", conv, 2 * key, val, T * conv));
+  add("q_part", HeadSlice("q_lin", "qkv_act", conv, 0, key, T, T * conv, target));
+  add("k_part", HeadSlice("k_lin", "qkv_act", conv, key, key, T, T * conv, target));
+  add("v_part", HeadSlice("v_lin", "qkv_act", conv, 2 * key, val, T, T * conv, target));
   for (const auto& [label, out, in] : {std::tuple{"q_l2norm", "q_l2", "q_lin"}, {"k_l2norm", "k_l2", "k_lin"}}) {
     proto::OpSpec s = Spec(out, {in});
     s.mutable_l2norm()->set_rows(T * g.k_heads);
@@ -274,15 +288,15 @@ absl::StatusOr<LayerPlan> BuildLayer(const ModelConfig& c, int64_t layer, int64_
     }
   };
   if (c.IsLinearLayer(layer)) {
-    RETURN_IF_ERROR(AddGatedDeltaNet(c, T, wf, &p));
+    RETURN_IF_ERROR(AddGatedDeltaNet(c, T, wf, target, &p));
   } else if (c.mla.on()) {
-    RETURN_IF_ERROR(AddLatentAttention(c, T, cache, wf, &p));
+    RETURN_IF_ERROR(AddLatentAttention(c, T, cache, wf, target, &p));
   } else {
     if (c.output_gate) {
       // Qwen3NextAttention: q_proj writes each head's query and then its output gate, 2 x head_dim a head.
       project("q_proj", "q_and_gate", "h", "wq", "bq", d, 2 * qw);
-      add("q_part", HeadSlice("q", "q_and_gate", 2 * hd, 0, hd, T * 2 * qw));
-      add("gate_part", HeadSlice("attn_gate", "q_and_gate", 2 * hd, hd, hd, T * 2 * qw));
+      add("q_part", HeadSlice("q", "q_and_gate", 2 * hd, 0, hd, T, T * 2 * qw, target));
+      add("gate_part", HeadSlice("attn_gate", "q_and_gate", 2 * hd, hd, hd, T, T * 2 * qw, target));
     } else {
       project("q_proj", "q", "h", "wq", "bq", d, qw);
     }

@@ -74,15 +74,20 @@ absl::StatusOr<TensorMap> ReferenceTranspose(const proto::OpSpec& spec, const Te
 absl::StatusOr<TensorMap> ReferenceHeadSlice(const proto::OpSpec& spec, const TensorMap& inputs) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "head_slice", 1));
   const auto& hs = spec.head_slice();
-  if (hs.every() < 0 || hs.from() < 0 || hs.width() < 0 || hs.n() < 0) {
+  if (hs.every() < 0 || hs.from() < 0 || hs.width() < 0 || hs.n() < 0 || hs.rows() < 0) {
     return absl::InvalidArgumentError("head_slice has a negative field");
   }
   const int64_t groups = hs.every() == 0 ? 0 : hs.n() / hs.every();
   if (groups * hs.width() == 0 || hs.from() + hs.width() > hs.every()) {
     return NotLowered("a head slice of nothing, or a part past its group");
   }
-  ASSIGN_OR_RETURN(const TensorData* x, RefInput(inputs, ops[0].name, 1, hs.n()));
-  TensorData y = RefResult(1, groups * hs.width(), Precision::kFp32);
+  // The dense form (rows > 1) is the same values as a rows x n/rows matrix (its row whole groups: else refused).
+  const int64_t rows = hs.rows() > 1 ? hs.rows() : 1;
+  if (rows > 1 && (hs.n() % rows != 0 || (hs.n() / rows) % hs.every() != 0)) {
+    return NotLowered("a dense head slice whose row is not whole groups");
+  }
+  ASSIGN_OR_RETURN(const TensorData* x, RefInput(inputs, ops[0].name, rows, hs.n() / rows));
+  TensorData y = RefResult(rows, groups / rows * hs.width(), Precision::kFp32);
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t k = 0; k < hs.width(); ++k) y.values[g * hs.width() + k] = x->values[g * hs.every() + hs.from() + k];
   }
@@ -105,13 +110,15 @@ absl::StatusOr<TensorMap> ReferenceJoin(const proto::OpSpec& spec, const TensorM
   // A part of width zero is not an operand the lowering reads.
   const TensorData* a = nullptr;
   const TensorData* b = nullptr;
+  // The dense form is the same values as rows x heads * width matrices.
+  const int64_t rows = j.dense() ? j.rows() : 1, per_row = units / rows;
   if (ha > 0) {
-    ASSIGN_OR_RETURN(a, RefInput(inputs, ops[0].name, 1, units * ha));
+    ASSIGN_OR_RETURN(a, RefInput(inputs, ops[0].name, rows, per_row * ha));
   }
   if (hb > 0) {
-    ASSIGN_OR_RETURN(b, RefInput(inputs, ops[1].name, 1, units * hb));
+    ASSIGN_OR_RETURN(b, RefInput(inputs, ops[1].name, rows, per_row * hb));
   }
-  TensorData y = RefResult(1, units * (ha + hb), Precision::kFp32);
+  TensorData y = RefResult(rows, per_row * (ha + hb), Precision::kFp32);
   for (int64_t u = 0; u < units; ++u) {
     for (int64_t k = 0; k < ha; ++k) y.values[u * (ha + hb) + k] = a->values[u * ha + k];
     for (int64_t k = 0; k < hb; ++k) y.values[u * (ha + hb) + ha + k] = b->values[u * hb + k];

@@ -9,6 +9,7 @@
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/flat_build.h"
 #include "lowerings/toolkit/pointwise.h"
+#include "lowerings/toolkit/row_blocks.h"
 #include "lowerings/toolkit/size_budget.h"
 #include "lowerings/toolkit/tables_rows_common.h"
 #include "spatial/builder.h"
@@ -62,17 +63,12 @@ absl::StatusOr<Composition> FromTranspose(const proto::OpSpec& spec, const Targe
 
 namespace {
 
-// One Generic copying a page: buffer "row" of `blk` tiles and stage "copy_row" (the seed's copy_page). The source
-// is a flat row, so its one data row is all there is to copy.
-std::pair<StageId, BufferId> CopyPage(Template& t, BufferId from, int64_t blk, Precision p) {
-  BufferId out = t.AddBuffer("row", blk, p);
-  const int64_t w = t.PageWidth(blk);
-  StageId s = t.AddGeneric("copy_row", FlatSpace(w), {from}, {IdentMap(w)}, IdentMap(w), Op(0), out);
-  return {s, out};
-}
-
 // P = the first|last K of every N of X at whole-tile widths: block j of group g's part is the block at tile
 // g*N_t + from_t + j*blk of X, an affine tile copy.
+// ★ A DENSE SLICE IS THE FLAT ONE ON 32-ROW TILES. Over a rows x C matrix whose row is whole groups, item y = (tile
+// row r, group g) = r * C / every + g starts at linear tile y * every_t in both forms, so one program serves both;
+// the dense one moves a tile of 32 token rows where the flat one moves a tile holding one (32 times the DRAM bytes
+// for the same values).
 absl::StatusOr<Composition> TileHeadSlice(const proto::HeadSliceSpec& spec, const OperandRef& x,
                                           const std::string& out_name, int64_t groups, const Target& target) {
   const int64_t tw = target.tile_cols();
@@ -80,24 +76,34 @@ absl::StatusOr<Composition> TileHeadSlice(const proto::HeadSliceSpec& spec, cons
   const int64_t from_t = spec.from() / tw;
   const int64_t width_t = spec.width() / tw;
   const int64_t blk = RowBlock(width_t, target);
+  const bool dense = spec.rows() > 1;
+  const int64_t rows = dense ? spec.rows() : 1;
+  const int64_t row_groups = groups / rows;  // dense: a row's groups (FromHeadSlice checked they divide)
+  const int64_t row_tiles = CeilDiv(rows, target.tile_rows());
+  const int64_t item_groups = dense ? row_tiles * row_groups : groups;
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a head slice of ", groups, " groups of ", spec.width()),
-                                 CheckedMul(groups, width_t / blk)));
+                                 CheckedMul(item_groups, width_t / blk)));
   ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
   Template t(target.tile_rows(), tw);
   ASSIGN_OR_RETURN(TensorInit init, InitOf(x.fill, spec.n()));
-  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, 1, spec.n(), p, std::move(init));
-  TensorId yt = t.AddTensor(out_name, TensorRole::kOutput, 1, groups * spec.width(), p, TensorInit::Zero());
+  TensorId xt = t.AddTensor(x.name, TensorRole::kInput, rows, spec.n() / rows, p, std::move(init));
+  TensorId yt =
+      t.AddTensor(out_name, TensorRole::kOutput, rows, groups / rows * spec.width(), p, TensorInit::Zero());
   BufferId xin = t.AddBuffer("in_x", blk, p);
   StageId lx = t.AddLoadBlockAt("load_x", xt, from_t, {{LoopVar::kItemY, every_t}, {LoopVar::kItemX, blk}},
-                                {.w = blk, .pitch = TilesOf(spec.n(), target)}, xin);
-  auto [copy, out] = CopyPage(t, xin, blk, p);
+                                {.w = blk, .pitch = TilesOf(spec.n() / rows, target)}, xin);
+  auto [copy, out] = CopyPage(t, xin, blk, p, dense);
   StageId st = t.AddStoreBlock(absl::StrCat("store_", out_name), yt, 0,
                                {{LoopVar::kItemY, width_t}, {LoopVar::kItemX, blk}}, {.w = blk,
-                               .pitch = groups * width_t}, out);
+                               .pitch = groups / rows * width_t}, out);
   t.AddEdge(lx, xin, copy);
   t.AddEdge(copy, out, st);
-  return FinishSection(t, absl::StrCat("head_slice_", groups, "x", spec.width(), "_of_", spec.every(), "_tiled"),
-                       GroupedBlockItems(groups, width_t, blk), AccFor(p), NumericsClaim::Exact(), target);
+  return FinishSection(t,
+                       absl::StrCat("head_slice_", groups, "x", spec.width(), "_of_", spec.every(), "_tiled",
+                                    dense ? absl::StrCat("_rows", rows) : ""),
+                       dense ? DenseGroupedBlockItems(row_tiles, row_groups, width_t, blk)
+                             : GroupedBlockItems(groups, width_t, blk),
+                       AccFor(p), NumericsClaim::Exact(), target);
 }
 
 }  // namespace
@@ -107,9 +113,10 @@ absl::StatusOr<Composition> TileHeadSlice(const proto::HeadSliceSpec& spec, cons
 absl::StatusOr<Composition> FromHeadSlice(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "head_slice", 1));
   const auto& hs = spec.head_slice();
-  if (hs.every() < 0 || hs.from() < 0 || hs.width() < 0 || hs.n() < 0) {
+  if (hs.every() < 0 || hs.from() < 0 || hs.width() < 0 || hs.n() < 0 || hs.rows() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("head_slice has a negative field (every ", hs.every(), ", from ",
-                                                   hs.from(), ", width ", hs.width(), ", n ", hs.n(), ")"));
+                                                   hs.from(), ", width ", hs.width(), ", n ", hs.n(), ", rows ",
+                                                   hs.rows(), ")"));
   }
   const int64_t every = hs.every();
   const int64_t width = hs.width();
@@ -119,6 +126,11 @@ absl::StatusOr<Composition> FromHeadSlice(const proto::OpSpec& spec, const Targe
   const std::optional<int64_t> part_end = CheckedAdd(hs.from(), width);
   if (n == 0 || !part_end || *part_end > every) return NotLowered("a head slice of nothing, or a part past its group");
   RETURN_IF_ERROR(RequireFp32Accumulator("a head slice", target));
+  if (hs.rows() > 1 && !(hs.n() % hs.rows() == 0 && (hs.n() / hs.rows()) % every == 0 &&
+                         WholeTiles({every, hs.from(), width}, target))) {
+    return NotLowered(absl::StrCat("a dense head slice (rows ", hs.rows(), ") needs rows of whole groups (n ", hs.n(),
+                                   ", every ", every, ") and whole-tile every, from and width"));
+  }
   if (WholeTiles({every, hs.from(), width}, target)) return TileHeadSlice(hs, ops[0], spec.out(), groups, target);
   // One band (and one input slot) per group, unrolled into one Generic.
   RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a head slice of ", groups, " groups of ", width), "bands", groups));
@@ -144,12 +156,18 @@ absl::StatusOr<Composition> FromHeadSlice(const proto::OpSpec& spec, const Targe
 // after. Each item reads both: A's block min(s, ha/blk - 1) and B's block max(s - ha/blk, 0), each an IndirectTile
 // over the unit's run addressed by a compile-time table one tile per block, and keeps A's where a third table holds
 // the block's width and B's where it holds zero. Every address is in its tensor, whatever the block.
+//
+// Dense (A rows x heads*ha, B rows x heads*hb): a unit is a tile row's head, so its run starts at linear tile
+// unit * (ha/TC) of A as in the flat form (a row of A is whole heads): the same program on 32-row tiles.
 absl::StatusOr<Composition> TileJoin(const OperandRef& a_op, const OperandRef& b_op, const std::string& out_name,
-                                     int64_t rows, int64_t heads, int64_t ha, int64_t hb, const Target& target) {
+                                     int64_t rows, int64_t heads, int64_t ha, int64_t hb, const Target& target,
+                                     bool dense) {
   const int64_t tw = target.tile_cols();
   const int64_t ha_t = ha / tw;
   const int64_t hb_t = hb / tw;
-  const int64_t units = rows * heads;
+  const int64_t row_tiles = CeilDiv(rows, target.tile_rows());
+  const int64_t units = dense ? row_tiles * heads : rows * heads;
+  const int64_t t_rows = dense ? rows : 1;  // the tensors' rows
   int64_t blk = 1;
   for (int64_t d = std::min({ha_t, hb_t, RowBlockTiles(target)}); d > 1; --d) {
     if (ha_t % d == 0 && hb_t % d == 0) {
@@ -165,11 +183,12 @@ absl::StatusOr<Composition> TileJoin(const OperandRef& a_op, const OperandRef& b
   ASSIGN_OR_RETURN(Precision p, ElemPrecision(target));
   ASSIGN_OR_RETURN(Precision ix, target.index_precision_for(std::max(blk * tw, blocks) + 1));
   Template t(target.tile_rows(), tw);
-  ASSIGN_OR_RETURN(TensorInit a_init, InitOf(a_op.fill, units * ha));
-  ASSIGN_OR_RETURN(TensorInit b_init, InitOf(b_op.fill, units * hb));
-  TensorId a = t.AddTensor(a_op.name, TensorRole::kInput, 1, units * ha, p, std::move(a_init));
-  TensorId b = t.AddTensor(b_op.name, TensorRole::kInput, 1, units * hb, p, std::move(b_init));
-  TensorId y = t.AddTensor(out_name, TensorRole::kOutput, 1, units * (ha + hb), p, TensorInit::Zero());
+  ASSIGN_OR_RETURN(TensorInit a_init, InitOf(a_op.fill, rows * heads * ha));
+  ASSIGN_OR_RETURN(TensorInit b_init, InitOf(b_op.fill, rows * heads * hb));
+  const int64_t per_row = dense ? heads : rows * heads;  // units of a tensor row
+  TensorId a = t.AddTensor(a_op.name, TensorRole::kInput, t_rows, per_row * ha, p, std::move(a_init));
+  TensorId b = t.AddTensor(b_op.name, TensorRole::kInput, t_rows, per_row * hb, p, std::move(b_init));
+  TensorId y = t.AddTensor(out_name, TensorRole::kOutput, t_rows, per_row * (ha + hb), p, TensorInit::Zero());
   // One value a block, at element 0 of its tile.
   auto per_block = [&](const std::string& what, const std::function<int64_t(int64_t)>& value) {
     std::vector<int64_t> tiles(blocks * tw, 0);
@@ -196,17 +215,20 @@ absl::StatusOr<Composition> TileJoin(const OperandRef& a_op, const OperandRef& b
   StageId l_keep = t.AddLoadBlockAt("load_keep_a", keep_a, 0, {{LoopVar::kItemX, 1}}, {}, keep_in);
   const int64_t w = t.PageWidth(blk);
   BufferId out = t.AddBuffer("out", blk, p);
-  StageId s = t.AddGeneric("join", FlatSpace(w), {a_in, b_in, keep_in}, {IdentMap(w), IdentMap(w), Fixed(0)},
+  StageId s = t.AddGeneric("join", dense ? TileSpace(target.tile_rows(), w) : FlatSpace(w), {a_in, b_in, keep_in},
+                           {IdentMap(w), IdentMap(w), Fixed(0)},
                            IdentMap(w), Select(Pred::LtOperand(LoopVar::kCol, 2), Op(0), Op(1)), out);
   StageId st = t.AddStoreBlock(absl::StrCat("store_", out_name), y, 0,
                                {{LoopVar::kItemY, ha_t + hb_t}, {LoopVar::kItemX, blk}}, {.w = blk,
-                               .pitch = units * (ha_t + hb_t)}, out);
+                               .pitch = per_row * (ha_t + hb_t)}, out);
   t.AddEdge(l_a, a_in, s);
   t.AddEdge(l_b, b_in, s);
   t.AddEdge(l_keep, keep_in, s);
   t.AddEdge(s, out, st);
-  return FinishSection(t, absl::StrCat("join_", rows, "x", heads, "_", ha, "+", hb, "_tiled"),
-                       GroupedBlockItems(units, ha_t + hb_t, blk), AccFor(p), NumericsClaim::Exact(), target);
+  return FinishSection(t, absl::StrCat("join_", rows, "x", heads, "_", ha, "+", hb, "_tiled", dense ? "_dense" : ""),
+                       dense ? DenseGroupedBlockItems(row_tiles, heads, ha_t + hb_t, blk)
+                             : GroupedBlockItems(units, ha_t + hb_t, blk),
+                       AccFor(p), NumericsClaim::Exact(), target);
 }
 
 // J = A joined with B across H heads: unit u holds its ha elements of A then its hb of B at [u*(ha+hb), (u+1)*(ha+hb)):
@@ -230,8 +252,11 @@ absl::StatusOr<Composition> FromJoin(const proto::OpSpec& spec, const Target& ta
   const int64_t n = units * w;
   if (n == 0) return NotLowered("a join of nothing");
   RETURN_IF_ERROR(RequireFp32Accumulator("a join", target));
+  if (j.dense() && !(ha > 0 && hb > 0 && WholeTiles({ha, hb}, target))) {
+    return NotLowered(absl::StrCat("a dense join needs both per-head parts whole tiles (", ha, " + ", hb, ")"));
+  }
   if (ha > 0 && hb > 0 && WholeTiles({ha, hb}, target)) {
-    return TileJoin(ops[0], ops[1], spec.out(), rows, heads, ha, hb, target);
+    return TileJoin(ops[0], ops[1], spec.out(), rows, heads, ha, hb, target, j.dense() && rows > 1);
   }
   // Up to two bands (and input slots) per unit, unrolled into one Generic.
   RETURN_IF_ERROR(UnrollBudget(absl::StrCat("a join of ", rows, " x ", heads, " units of ", ha, " + ", hb), "bands",

@@ -73,11 +73,12 @@ absl::StatusOr<RowAddress> RowBlockAddress(Template& t, const proto::RowIndex& i
   return RowAddress{TileAddr{0, std::move(steps), IndirectTile{row0, row_t, 0, rows - 1}}, std::make_pair(s, row0)};
 }
 
-std::pair<StageId, BufferId> CopyPage(Template& t, BufferId from, int64_t blk, Precision dt) {
+std::pair<StageId, BufferId> CopyPage(Template& t, BufferId from, int64_t blk, Precision dt, bool whole_tiles) {
   const BufferId out = t.AddBuffer("row", blk, dt);
   const int64_t w = t.PageWidth(blk);
-  // A flat row lives in row 0 of its tiles: the copy walks that row of the page.
-  const StageId s = t.AddGeneric("copy_row", FlatSpace(w), {from}, {IdentMap(w)}, IdentMap(w), Op(0), out);
+  // A flat row lives in row 0 of its tiles: the copy walks that row of the page (a matrix's page: all its rows).
+  const StageId s = t.AddGeneric("copy_row", whole_tiles ? TileSpace(t.tile_rows(), w) : FlatSpace(w), {from},
+                                 {IdentMap(w)}, IdentMap(w), Op(0), out);
   return {s, out};
 }
 

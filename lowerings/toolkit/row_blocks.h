@@ -42,7 +42,8 @@ absl::StatusOr<RowAddress> RowBlockAddress(Template& t, const proto::RowIndex& i
                                            int64_t rows, int64_t row_t, int64_t blk, const Target& target);
 
 // A tile copy of one `blk`-tile page through the tile datapath (seed l.7024): stage "copy_row" into buffer "row".
-std::pair<StageId, BufferId> CopyPage(Template& t, BufferId from, int64_t blk, Precision dt);
+// The row a flat tensor lives in (row 0 of its tiles), or with `whole_tiles` every row of the page (a matrix).
+std::pair<StageId, BufferId> CopyPage(Template& t, BufferId from, int64_t blk, Precision dt, bool whole_tiles = false);
 
 // The in-tile row of a dense row: known at compile time, or data on the integer datapath.
 struct InTileRow {

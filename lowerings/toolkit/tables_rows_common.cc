@@ -25,6 +25,19 @@ std::vector<WorkItem> GroupedBlockItems(int64_t groups, int64_t run_t, int64_t b
   return items;
 }
 
+std::vector<WorkItem> DenseGroupedBlockItems(int64_t row_tiles, int64_t groups, int64_t run_t, int64_t blk) {
+  std::vector<WorkItem> items;
+  for (int64_t r = 0; r < row_tiles; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t j = 0; j < run_t / blk; ++j) {
+        items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = r * groups + g, .x = j,
+                                 .out = TileRect{.row0_t = r, .col0_t = g * run_t + j * blk, .w_t = blk}});
+      }
+    }
+  }
+  return items;
+}
+
 int64_t SiteFootprint(const Section& s, const Target& target) {
   return SectionFootprint(s, target.tile_rows(), target.tile_cols());
 }

@@ -25,6 +25,9 @@ bool WholeTiles(std::initializer_list<int64_t> widths, const Target& target);
 // The items of a flat row of `groups` runs of `run_t` tiles, `blk` tiles an item: item (g, j) owns tiles
 // [g*run_t + j*blk, g*run_t + (j+1)*blk); ids g-major (the seed's grouped_block_items).
 std::vector<WorkItem> GroupedBlockItems(int64_t groups, int64_t run_t, int64_t blk);
+// The same over a matrix of row_tiles tile rows of `groups` groups each: item y = r * groups + g (its linear run is
+// then y * run_t, as a row of the matrix is whole groups), x a block; out row r, columns g * run_t + x * blk.
+std::vector<WorkItem> DenseGroupedBlockItems(int64_t row_tiles, int64_t groups, int64_t run_t, int64_t blk);
 
 // Bytes one site holds for the section: every buffer at its declared depth (the seed's site_footprint).
 int64_t SiteFootprint(const Section& s, const Target& target);

@@ -333,6 +333,15 @@ std::vector<OpCase> HeadSliceCases() {
     h->set_n(n);
     v.push_back({t, s, Reals(-50, 50)});
   }
+  // The dense form: DeepSeek-V3's q_pe over 40 tokens of 4 heads, a 40 x 768 matrix.
+  proto::OpSpec dense = Spec({"x"});
+  auto* h = dense.mutable_head_slice();
+  h->set_every(192);
+  h->set_from(128);
+  h->set_width(64);
+  h->set_n(40 * 4 * 192);
+  h->set_rows(40);
+  v.push_back({"wormhole_n150", dense, Reals(-50, 50)});
   return v;
 }
 
@@ -348,6 +357,15 @@ std::vector<OpCase> JoinCases() {
     j->set_wb(wb);
     v.push_back({t, s, Reals(-50, 50)});
   }
+  // The dense form: DeepSeek-V3's query (128 nope + 64 rope a head) over 40 tokens of 4 heads.
+  proto::OpSpec dense = Spec({"a", "b"});
+  auto* j = dense.mutable_join();
+  j->set_rows(40);
+  j->set_heads(4);
+  j->set_wa(4 * 128);
+  j->set_wb(4 * 64);
+  j->set_dense(true);
+  v.push_back({"wormhole_n150", dense, Reals(-50, 50)});
   return v;
 }
 

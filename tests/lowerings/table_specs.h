@@ -18,23 +18,26 @@ inline proto::OpSpec Transpose(int64_t rows, int64_t cols, bool is_float = true)
   return s;
 }
 
-inline proto::OpSpec HeadSlice(int64_t every, int64_t from, int64_t width, int64_t n) {
+// rows > 1: the dense form (X a rows x n/rows matrix).
+inline proto::OpSpec HeadSlice(int64_t every, int64_t from, int64_t width, int64_t n, int64_t rows = 0) {
   proto::OpSpec s = Spec({"x"});
   auto* h = s.mutable_head_slice();
   h->set_every(every);
   h->set_from(from);
   h->set_width(width);
   h->set_n(n);
+  if (rows != 0) h->set_rows(rows);
   return s;
 }
 
-inline proto::OpSpec Join(int64_t rows, int64_t heads, int64_t wa, int64_t wb) {
+inline proto::OpSpec Join(int64_t rows, int64_t heads, int64_t wa, int64_t wb, bool dense = false) {
   proto::OpSpec s = Spec({"a", "b"});
   auto* j = s.mutable_join();
   j->set_rows(rows);
   j->set_heads(heads);
   j->set_wa(wa);
   j->set_wb(wb);
+  if (dense) j->set_dense(true);
   return s;
 }
 

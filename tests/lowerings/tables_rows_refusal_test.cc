@@ -80,6 +80,25 @@ TEST(TablesRowsRefusalTest, TablesOfNothing) {
   EXPECT_EQ(RefusalOf(HeadMatmulSpec(1, 2, 4, 0), t), "NotLowered: a per-head matmul of nothing");
 }
 
+// The dense forms (a T x n matrix) move whole tiles: a row that is not whole groups, or a part that is not whole tiles
+// (test_tiny's tile is 8 wide), is refused by name, never moved through the flat form's bands.
+TEST(TablesRowsRefusalTest, DenseFormsNeedWholeTileGroups) {
+  const Target& t = Shipped("test_tiny");
+  EXPECT_EQ(RefusalOf(HeadSlice(16, 8, 8, 3 * 40, 3), t),
+            "NotLowered: a dense head slice (rows 3) needs rows of whole groups (n 120, every 16) and whole-tile "
+            "every, from and width");
+  EXPECT_EQ(RefusalOf(HeadSlice(12, 0, 8, 2 * 24, 2), t),
+            "NotLowered: a dense head slice (rows 2) needs rows of whole groups (n 48, every 12) and whole-tile "
+            "every, from and width");
+  EXPECT_EQ(RefusalOf(Join(4, 2, 2 * 8, 2 * 4, true), t),
+            "NotLowered: a dense join needs both per-head parts whole tiles (8 + 4)");
+  EXPECT_EQ(RefusalOf(Join(4, 2, 2 * 8, 0, true), t),
+            "NotLowered: a dense join needs both per-head parts whole tiles (8 + 0)");
+  const absl::Status negative = Lower(HeadSlice(16, 8, 8, 64, -2), t).status();
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(negative), "head_slice has a negative field (every 16, from 8, width 8, n 64, rows -2)");
+}
+
 // The seed picks the tiled per-head matmul before it checks the tile: a non-square tile refuses, never falls back.
 TEST(TablesRowsRefusalTest, TiledHeadMatmulNeedsASquareTile) {
   Target wide = Tiny([](proto::Target& p) { p.mutable_tile()->set_rows(4); });

@@ -112,6 +112,18 @@ TEST(TablesTest, HeadSliceMatchesReference) {
   flat("wormhole_n150", 3, 1, 1, 3000, 4);  // 1000 results = 32 tiles, blocks of 8
   // One row's worth: a single group.
   flat("wormhole_n150", 40, 5, 33, 40, 1);
+  // Dense: the rows x n/rows matrix a projection leaves, a tile of 32 rows an item. test_tiny (8 x 8 tiles): 20 rows
+  // (3 tile rows, the last partial) of 4 groups of 16, the last 8 of each: 3 x 4 items. wormhole_n150: DeepSeek-V3's
+  // q_pe (the last 64 of every 192) over 40 tokens of 4 heads (2 tile rows x 4 heads, blocks of 2 tiles), and
+  // Qwen3-Next's z part (the last 1024 of every 3072) over 64 tokens (2 tile rows x 4 blocks of 8 tiles).
+  auto dense = [&](const char* target, int64_t every, int64_t from, int64_t width, int64_t n, int64_t rows,
+                   size_t items) {
+    cases.push_back({target, HeadSlice(every, from, width, n, rows),
+                     absl::StrCat("head_slice_", n / every, "x", width, "_of_", every, "_tiled_rows", rows), items});
+  };
+  dense("test_tiny", 16, 8, 8, 20 * 64, 20, 12);
+  dense("wormhole_n150", 192, 128, 64, 40 * 4 * 192, 40, 8);
+  dense("wormhole_n150", 3072, 2048, 1024, 64 * 3072, 64, 2 * 4);
   RunCases(cases, Reals(-50, 50), 0.0);
 }
 
@@ -145,6 +157,10 @@ TEST(TablesTest, JoinMatchesReference) {
   add("wormhole_n150", 1, 32, 32 * 64, 32 * 64, 64, true);
   // A latent attention's query: 128 nope + 64 rope per head, 16 heads (4 + 2 tiles, blocks of 2: 2 + 1 per head).
   add("wormhole_n150", 1, 16, 16 * 128, 16 * 64, 48, true);
+  // Dense: the rows x heads*ha and rows x heads*hb matrices, a unit a tile row's head. DeepSeek-V3's query (128 nope +
+  // 64 rope, 4 heads) over 40 tokens: 2 tile rows x 4 heads x (2 + 1) blocks; test_tiny over 10 rows (2 tile rows).
+  cases.push_back({"wormhole_n150", Join(40, 4, 4 * 128, 4 * 64, true), "join_40x4_128+64_tiled_dense", 24});
+  cases.push_back({"test_tiny", Join(10, 2, 2 * 16, 2 * 8, true), "join_10x2_16+8_tiled_dense", 12});
   // Not whole tiles: a head of 80 from 40 + 40, 24 heads: 1920 results = 60 tiles, blocks of 6.
   add("wormhole_n150", 1, 24, 24 * 40, 24 * 40, 10, false);
   add("wormhole_n150", 2, 3, 30, 45, 1, false);
