@@ -80,6 +80,12 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   // The parts' slots, and the sink's after them: a sink is one more term of the softmax, with no value.
   const int64_t terms = split + (sinks ? 1 : 0);
   if (terms > tw) return NotLowered(absl::StrCat("a combine of ", split, " parts, wider than a tile's columns"));
+  // Ungrouped into the flat row: query tile y's live rows are K/V head y's group, query heads y * group + i.
+  const bool flat = g.ungroup_out;
+  if (flat && (!g.grouped || qr != g.q.group || fi.items * g.q.group != g.q.per_row)) {
+    return NotLowered("a combine writing flat rows of a query tile that is not one K/V head's group");
+  }
+  const int64_t group = flat ? g.q.group : 1;
 
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_combine_scaler"), precision);
@@ -87,7 +93,9 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   const TensorId m_t = t.AddTensor(parts.max, TensorRole::kInput, part_rows, tw, acc, TensorInit::External());
   const TensorId s_t = t.AddTensor(parts.sum, TensorRole::kInput, part_rows, tw, acc, TensorInit::External());
   const TensorId o_t = t.AddTensor(parts.out, TensorRole::kInput, part_rows, g.vd, acc, TensorInit::External());
-  const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, g.vd, precision, TensorInit::Zero());
+  const TensorId c = flat ? t.AddTensor(names.out, TensorRole::kOutput, 1, g.q.per_row * g.vd, precision,
+                                        TensorInit::Zero())
+                          : t.AddTensor(names.out, TensorRole::kOutput, fi.rows, g.vd, precision, TensorInit::Zero());
 
   // ★ EVERY PART AT ONCE. Query tile y's part c is tile row c * tiles_q + y of each partial: one block of `split`
   // tile rows brings them all, so the merge needs no fold — M = max_c m_c, one exponential per part,
@@ -166,12 +174,17 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
                IdentMap(wd), Mul(Op(0), Op(1)), o_run);
 
   // O / S, rounded to the datapath once, into the query tile's row of the result.
-  const BufferId out = t.AddBufferDeep("out", 2, vt, precision);
+  // ★ FLAT, ROW i OF THE GROUP IS ROW 0 OF THE PAGE'S i-TH vt TILES: the page is `group` runs of vt tiles, so the
+  // normalize's element (i, e) lands at offset i * wd + e of a page group * wd wide — row 0, head i's columns — and
+  // the store puts run i at query head y * group + i's tiles of the one flat row (what the relayout section after the
+  // combine did, without its section: ~5.5 k cycles a Qwen3-8B decode step on wormhole_n150).
+  const BufferId out = t.AddBufferDeep("out", 2, group * vt, precision);
   t.AddGeneric("normalize", HeadSpace(qr, wd), {o_run, s_run}, {IdentMap(wd), PerRowMap(w1)}, IdentMap(wd),
                Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
-  std::vector<Term> ctx_steps{{LoopVar::kItemY, out_width_t}};
+  std::vector<Term> ctx_steps{{LoopVar::kItemY, group * out_width_t}};
   if (blocks > 1) ctx_steps.push_back({LoopVar::kItemX, vt});
-  t.AddStoreBlock("store_ctx", c, 0, std::move(ctx_steps), {.w = vt, .pitch = out_width_t}, out);
+  t.AddStoreBlock("store_ctx", c, 0, std::move(ctx_steps),
+                  {.h = group, .w = vt, .pitch = out_width_t}, out);
   WireFirstReaders(t);
   // ★ THE VALUE BLOCKS OF A QUERY TILE SHARE ITS PARTS' MAXIMA AND SUMS (no step on ITEM_X): read once and multicast,
   // not once a value block — they are half the combine's bytes (fp32 tiles of one column each).
@@ -181,7 +194,8 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   for (int64_t y = 0; y < fi.items; ++y) {
     for (int64_t x = 0; x < blocks; ++x) {
       items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = x,
-                               .out = TileRect{.row0_t = y, .col0_t = x * vt, .w_t = vt}});
+                               .out = flat ? TileRect{.col0_t = y * group * out_width_t + x * vt, .w_t = vt}
+                                           : TileRect{.row0_t = y, .col0_t = x * vt, .w_t = vt}});
     }
   }
   t.SetPlan(BlockPlan{.per_site_n = vt, .grid_y = fi.tiles_q, .grid_x = blocks, .num_blocks = 1, .osw = vt});

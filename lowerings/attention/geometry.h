@@ -131,6 +131,10 @@ struct FlashGeometry {
   // Flash-decoding (flash_split.h): the cache's blocks dealt round robin to `split` items per query tile, block b to
   // item b mod split, each folding its blocks to a partial (m, s, O) that a combine section merges. 1: no split.
   int64_t split = 1;
+  // Grouped and split: the combine writes each K/V head's group of rows straight into ONE flat result row, query head
+  // v at columns [v * vd, (v + 1) * vd) (the grouped decode's result), instead of the regrouped matrix a relayout
+  // section would then pick the rows out of (grouped_decode.h).
+  bool ungroup_out = false;
   // The positions a block covers (AttentionSpec.kv_chunk, tt-metal's k_chunk_size): whole tile rows; 0: the fold's
   // choice (flash_fold.h's FoldBlockTiles, flash_prefill.h).
   int64_t kv_chunk = 0;

@@ -92,8 +92,18 @@ absl::StatusOr<Composition> GroupedDecodeAttention(const AttentionNames& names, 
   FlashGeometry grouped = g;
   grouped.grouped = true;
   grouped.split = DecodeSplit(grouped, target);
+  // ★ SPLIT, THE COMBINE WRITES THE FLAT ROW ITSELF (FlashGeometry.ungroup_out): no relayout section after it.
+  grouped.ungroup_out = grouped.split > 1;
   ASSIGN_OR_RETURN(Composition fold,
-                   FlashAttention(names.WithOut(grouped_ctx).WithOperand(0, grouped_q), grouped, tag, target));
+                   FlashAttention(names.WithOut(grouped.ungroup_out ? names.out : grouped_ctx).WithOperand(0, grouped_q),
+                                  grouped, tag, target));
+  std::vector<Composition> parts;
+  parts.push_back(std::move(regroup));
+  if (grouped.ungroup_out) {
+    parts.push_back(std::move(fold));
+    std::string name = parts.back().name;
+    return ComposeSections(std::move(name), std::move(parts), target);
+  }
 
   // Query head v is row v mod group of tile row v / group.
   RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a grouped decode of ", g.q.per_row, " query heads"), g.q.per_row));
@@ -104,8 +114,6 @@ absl::StatusOr<Composition> GroupedDecodeAttention(const AttentionNames& names, 
   ASSIGN_OR_RETURN(ungroup, fits(std::move(ungroup)));
 
   std::string name = fold.name;
-  std::vector<Composition> parts;
-  parts.push_back(std::move(regroup));
   parts.push_back(std::move(fold));
   parts.push_back(std::move(ungroup));
   return ComposeSections(std::move(name), std::move(parts), target);

@@ -5,7 +5,9 @@
 //   2. The flash fold over it (flash.h, grouped): item x streams K/V head x's cache ONCE for all `group` rows, every
 //      row limited by the row's P, into "{out}__gqa_ctx".
 //   3. The result — each query head's row lifted out of its tile row into its vd elements of the flat row
-//      (relayout.h), query head v being row v mod group of tile row v / group.
+//      (relayout.h), query head v being row v mod group of tile row v / group. Where the fold splits the cache
+//      (flash_split.h), its combine writes the flat row itself (FlashGeometry.ungroup_out) and this section is not
+//      there.
 //
 // ★ ONE ROW'S QUERY HEADS THAT SHARE A K/V HEAD STREAM IT ONCE. A decode step's heads fold one item per K/V head when
 // the group fits a tile's rows and its regrouping fits a site; otherwise an item per query head (FlashAttention).

@@ -168,8 +168,14 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnTestTiny) {
       EXPECT_LE(static_cast<int64_t>(sec.buffers.size()), t.proto().num_cbs()) << sec.name;
     }
     const size_t fold_sections = folds == 1 ? 1 : 2 * folds - 1;
-    EXPECT_EQ(comp.sections.size() - (s.form == Form::kGrouped ? 2 : 0),
-              fold_sections + (s.c.sinks ? 1 : 0) + (SplitOf(comp) > 1 ? 1 : 0));
+    // Grouped: the regroup before the fold, and the relayout of the result after it — unless the fold is split,
+    // whose combine writes the flat result itself (FlashGeometry.ungroup_out).
+    const bool split = SplitOf(comp) > 1;
+    EXPECT_EQ(comp.sections.size() - (s.form == Form::kGrouped ? (split ? 1 : 2) : 0),
+              fold_sections + (s.c.sinks ? 1 : 0) + (split ? 1 : 0));
+    if (s.form == Form::kGrouped && split) {
+      EXPECT_TRUE(absl::StrContains(comp.sections.back().name, "_flash_combine_")) << comp.sections.back().name;
+    }
     // Wherever else it lowers (the 32-wide targets take the heads of whole 32-wide tiles), it certifies.
     EXPECT_GE(CertifyOnShipped(AttnSpec(s.c), s.form), 1);
     splits += SplitOf(comp) > 1;
@@ -222,6 +228,18 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   }
   EXPECT_EQ(combine->num_blocks, 1);
   for (const Stage& st : combine->stages) EXPECT_EQ(st.phase, Phase::kPrologue) << st.name;
+  // The combine is the last section and writes the flat result row itself: query head v at columns v * 128 (no
+  // relayout section after it). Each item stores its K/V head's 4 query heads' tiles of one value block, a head
+  // (4 tiles) apart.
+  EXPECT_EQ(combine, &comp->sections.back());
+  const int st = combine->FindStage("store_ctx");
+  ASSERT_GE(st, 0);
+  const Store& store = std::get<Store>(combine->stages[st].op);
+  EXPECT_EQ(combine->tensors[store.tensor].name, "y");
+  EXPECT_EQ(combine->tensors[store.tensor].rows, 1);
+  EXPECT_EQ(combine->tensors[store.tensor].cols, 32 * 128);
+  EXPECT_EQ(store.pattern.block_h, 4);
+  EXPECT_EQ(store.pattern.stride_h, 4);
   // The combine's value blocks of a query tile (ITEM_X) share its parts' maxima and sums; each reads its own values.
   for (const auto& [name, axis] : std::vector<std::pair<const char*, LoopVar>>{
            {"load_part_max", LoopVar::kItemX}, {"load_part_sum", LoopVar::kItemX},
