@@ -1,13 +1,16 @@
 // The simulator's attention against tt-metal's published SDPA measurements (issue #12; DESIGN §8 "Calibration"):
 // every row of data/tt_metal_sdpa.csv (its source in its header) is lowered as an AttentionSpec at the row's shape,
-// the probabilities' exp and the contractions' fidelity of the row's recipe, certified, and simulated timing-only on
-// the row's target (one core: a 1 x 1 copy of it), then printed next to the published time with the ratio
-// simulated / published. Nothing is fitted.
+// the probabilities' exp, the contractions' fidelity and the K chunk of the row's recipe, certified, and simulated
+// timing-only on the row's target (or the corner of its grid the row ran on: 1 x 1 for one core, 8 x 8 for
+// tt_transformers' calls), then printed next to the published time with the ratio simulated / published. Nothing
+// is fitted.
 //
-// What the simulator does differently, and which way each pulls: it reads bf16 K/V where the full-grid rows read
+// What the simulator does differently, and which way each pulls: it reads bf16 K/V where some grid rows read
 // bfp8_b (more bytes: slower where the stream binds); the one-core rows keep K/V resident in L1 where the simulator
 // streams them from DRAM through the site's link (slower); tt-metal's STANDARD and BALANCED recipes use exps the
-// simulator does not have (polynomial and refined Schraudolph) and are left out; tt-metal's kernels sum the
+// simulator does not have (polynomial and refined Schraudolph): ACCURATE's probabilities take the accurate exp,
+// STANDARD and BALANCED are left out; STANDARD and FAST fuse their K chunks after the first (a reference maximum,
+// no row maximum, the exp on the pack thread overlapping the next product), the simulator folds every chunk alike; tt-metal's kernels sum the
 // probabilities in the packer while they are in Dst, where the simulator runs the sum as its own stage (slower). The
 // scale inside the fast exp and the mask on the edge blocks only are modelled as tt-metal has them.
 //
@@ -18,9 +21,10 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "bench/fidelity/runner.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "bench/fidelity/runner.h"
 #include "certify/certify.h"
 #include "lowerings/registry.h"
 #include "sim/simulate.h"
@@ -30,23 +34,23 @@ namespace spatial {
 namespace {
 
 struct Row {
-  std::string name, target, fidelity, probs_exp, kv_format, recipe, measured;
-  int64_t sites = 0, heads = 0, kv = 0, hd = 0, rows = 0, cache = 0, causal = 0;
+  std::string name, target, grid, fidelity, probs_exp, kv_format, recipe, measured;
+  int64_t heads = 0, kv = 0, hd = 0, rows = 0, cache = 0, causal = 0, k_chunk = 0;
   double published_us = 0;
 };
 
-// case,target,sites,heads,kv,hd,rows,cache,causal,fidelity,probs_exp,kv_format,published_us,recipe,measured
+// case,target,grid,heads,kv,hd,rows,cache,causal,fidelity,probs_exp,k_chunk,kv_format,published_us,recipe,measured
 std::vector<Row> ReadRows(const std::string& path, std::string* error) {
   std::vector<Row> rows;
   const bool ok = fidelity::ReadCsv(
-      path, 15,
+      path, 16,
       [&](const std::vector<std::string>& f) {
-        Row r{.name = f[0], .target = f[1], .fidelity = f[9], .probs_exp = f[10], .kv_format = f[11],
-              .recipe = f[13], .measured = f[14]};
-        if (!absl::SimpleAtoi(f[2], &r.sites) || !absl::SimpleAtoi(f[3], &r.heads) ||
-            !absl::SimpleAtoi(f[4], &r.kv) || !absl::SimpleAtoi(f[5], &r.hd) || !absl::SimpleAtoi(f[6], &r.rows) ||
-            !absl::SimpleAtoi(f[7], &r.cache) || !absl::SimpleAtoi(f[8], &r.causal) ||
-            !absl::SimpleAtod(f[12], &r.published_us)) {
+        Row r{.name = f[0], .target = f[1], .grid = f[2], .fidelity = f[9], .probs_exp = f[10], .kv_format = f[12],
+              .recipe = f[14], .measured = f[15]};
+        if (!absl::SimpleAtoi(f[3], &r.heads) || !absl::SimpleAtoi(f[4], &r.kv) || !absl::SimpleAtoi(f[5], &r.hd) ||
+            !absl::SimpleAtoi(f[6], &r.rows) || !absl::SimpleAtoi(f[7], &r.cache) ||
+            !absl::SimpleAtoi(f[8], &r.causal) || !absl::SimpleAtoi(f[11], &r.k_chunk) ||
+            !absl::SimpleAtod(f[13], &r.published_us)) {
           return false;
         }
         rows.push_back(r);
@@ -72,6 +76,7 @@ proto::OpSpec SpecOf(const Row& r) {
   proto::AttentionSpec::ProbsExp e = proto::AttentionSpec::PROBS_EXP_TARGET;
   proto::AttentionSpec::ProbsExp_Parse(absl::StrCat("PROBS_EXP_", r.probs_exp), &e);
   a->set_probs_exp(e);
+  a->set_kv_chunk(r.k_chunk);
   return s;
 }
 
@@ -82,9 +87,17 @@ absl::StatusOr<Target> TargetOf(const Row& r) {
   proto::Fidelity f = proto::FIDELITY_UNSPECIFIED;
   if (!proto::Fidelity_Parse(r.fidelity, &f)) return absl::InvalidArgumentError("unknown fidelity " + r.fidelity);
   p.mutable_numerics()->set_fidelity(f);
-  if (r.sites == 1) {
-    p.mutable_grid()->set_y(1);
-    p.mutable_grid()->set_x(1);
+  if (r.grid != "full") {
+    // "YxX": the corner of the grid the row ran on (tt-metal's CoreGrid(y, x)).
+    const std::vector<std::string> yx = absl::StrSplit(r.grid, 'x');
+    int64_t y = 0, x = 0;
+    if (yx.size() != 2 || !absl::SimpleAtoi(yx[0], &y) || !absl::SimpleAtoi(yx[1], &x) || y < 1 || x < 1 ||
+        y > p.grid().y() || x > p.grid().x()) {
+      return absl::InvalidArgumentError(absl::StrCat("grid '", r.grid, "' is not full or YxX within the target's ",
+                                                     p.grid().y(), "x", p.grid().x()));
+    }
+    p.mutable_grid()->set_y(y);
+    p.mutable_grid()->set_x(x);
   }
   return Target(std::move(p));
 }
@@ -99,9 +112,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::ostringstream md;
-  md << "| case | recipe | published | K/V | published us | simulated us | sim / pub | sites | bound |\n"
-     << "|---|---|---|---|---|---|---|---|---|\n";
-  std::printf("%-20s %-26s %12s %12s %9s %6s %s\n", "case", "recipe", "published us", "simulated us", "sim/pub",
+  md << "| case | recipe | published | fidelity | K chunk | K/V | published us | simulated us | sim / pub | sites | bound |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::printf("%-38s %-36s %12s %12s %9s %6s %s\n", "case", "recipe", "published us", "simulated us", "sim/pub",
               "sites", "bound");
   for (const Row& r : rows) {
     absl::StatusOr<Target> target = TargetOf(r);
@@ -126,10 +139,11 @@ int Main(int argc, char** argv) {
     int64_t sites = 0;
     for (const auto& s : sim->report.sections()) sites = std::max<int64_t>(sites, s.sites_used());
     const std::string bound = sim->report.roofline().limited_by();
-    std::printf("%-20s %-26s %12.1f %12.1f %9.2f %6lld %s\n", r.name.c_str(), r.recipe.c_str(), r.published_us, us,
+    std::printf("%-38s %-36s %12.1f %12.1f %9.2f %6lld %s\n", r.name.c_str(), r.recipe.c_str(), r.published_us, us,
                 ratio, static_cast<long long>(sites), bound.c_str());
-    md << absl::StrFormat("| %s | %s | %s | %s | %.1f | %.1f | %.2f | %d | %s |\n", r.name, r.recipe, r.measured,
-                          r.kv_format, r.published_us, us, ratio, sites, bound);
+    md << absl::StrFormat("| %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.2f | %d | %s |\n", r.name, r.recipe,
+                          r.measured, r.fidelity, r.k_chunk ? absl::StrCat(r.k_chunk) : "op's", r.kv_format,
+                          r.published_us, us, ratio, sites, bound);
   }
   return fidelity::WriteMarkdown(args.markdown, md.str()) ? 0 : 1;
 }
