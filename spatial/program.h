@@ -252,6 +252,7 @@ struct BlockPlan {
   int64_t osw = 1;
   int64_t ibw = 1;
   bool pack_accumulate = false;
+  bool pack_row_sums = false;  // proto BlockPlan.pack_row_sums
   friend bool operator==(const BlockPlan&, const BlockPlan&) = default;
 };
 

@@ -343,6 +343,35 @@ ComputeCost GenericCost(const Section& s, const Stage& st, const Generic& g, con
   return c;
 }
 
+// ★ THE ROW SUM IN THE PACKER (BlockPlan.pack_row_sums). Stage i is such a sum when the plan says so, it is a
+// Generic summing its slot 0 over one reduced axis (its other inputs broadcast: the scaler), and stage i - 1, in the
+// same phase, is the elementwise Generic that writes slot 0's buffer over as many points: the packer packs those Dst
+// tiles a second time into the sums with L1 accumulation (tt-metal's sub_exp_block_bcast_cols,
+// compute_streaming.hpp). The sum then costs no unpack and no math, and its producer packs twice.
+bool PackedRowSum(const Section& s, size_t i) {
+  if (!s.plan || !s.plan->pack_row_sums || i == 0 || i >= s.stages.size()) return false;
+  const Stage& st = s.stages[i];
+  const Stage& prod = s.stages[i - 1];
+  const auto* g = std::get_if<Generic>(&st.op);
+  const auto* pg = std::get_if<Generic>(&prod.op);
+  if (!g || !pg || st.phase != prod.phase || st.ins.empty() || prod.outs.empty() || st.ins[0] != prod.outs[0]) {
+    return false;
+  }
+  int sums = 0;
+  int64_t points = 1, prod_points = 1;
+  for (const IterSpec& it : g->iters) {
+    if (IsReduce(it.kind) && it.kind != IterKind::kReduceSum) return false;
+    sums += it.kind == IterKind::kReduceSum;
+    points = SatMul(points, std::max<int64_t>(0, it.extent));
+  }
+  for (const IterSpec& it : pg->iters) {
+    if (IsReduce(it.kind)) return false;
+    prod_points = SatMul(prod_points, std::max<int64_t>(0, it.extent));
+  }
+  return sums == 1 && points == prod_points && g->body.defined() && g->body->op == BodyOp::kOperand &&
+         g->body->operand == 0;
+}
+
 }  // namespace
 
 double ComputeCost::Duration() const {
@@ -427,6 +456,16 @@ StageCost CostOf(const Section& section, const Stage& stage, const Target& targe
     c.compute = MatmulCost(section, stage, *mm, target);
   } else if (const auto* g = std::get_if<Generic>(&stage.op)) {
     c.compute = GenericCost(section, stage, *g, target, params);
+    const Stage* first = section.stages.data();
+    if (&stage >= first && &stage < first + section.stages.size()) {
+      const size_t i = static_cast<size_t>(&stage - first);
+      if (PackedRowSum(section, i)) {
+        // Accumulated by the packer while its producer's tiles are in Dst (charged to the producer below).
+        c.compute = ComputeCost{.latency = c.compute.latency, .tiles = 1, .flops = c.compute.flops};
+      } else if (PackedRowSum(section, i + 1)) {
+        c.compute.pack *= 2;  // its one output page packed again, into the row sums
+      }
+    }
   }
   return c;
 }

@@ -20,6 +20,9 @@
 //    A CONTRACTION — ROW x COL outputs, K reduced by Sum, the body a product of a (ROW, K) and a (K, COL) operand
 //    under constant factors and `pred ? x : 0` guards — is a matrix product and costs what MatmulTiles costs for its
 //    tile products (plus an eltwise pass per factor and an SFPU row per tile of the smaller operand per guard).
+//  - A row sum right after the elementwise stage that writes its input, where the plan says so
+//    (BlockPlan.pack_row_sums, tt-metal SDPA's packer L1 accumulation): no unpack and no math of its own; its
+//    producer packs its page twice.
 //  - Compute stages pipeline unpack -> math -> pack per tile (the three TRISC threads of a Tensix): an
 //    invocation takes max(unpack, math, pack) + the other two spread over its tiles + the pipeline latency.
 #ifndef SIM_MACHINE_STAGE_COST_H_

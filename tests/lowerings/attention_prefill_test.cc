@@ -100,6 +100,19 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
       ++multicast;
     }
     EXPECT_GE(multicast, 2);
+    // The block's row sums are the packer's (BlockPlan.pack_row_sums): each block_sum stage directly follows the
+    // probabilities it sums, as the machine's recognition needs.
+    ASSERT_TRUE(s->plan.has_value());
+    EXPECT_TRUE(s->plan->pack_row_sums);
+    int sums = 0;
+    for (size_t i = 0; i < s->stages.size(); ++i) {
+      if (!absl::StartsWith(s->stages[i].name, "block_sum")) continue;
+      ++sums;
+      ASSERT_GT(i, 0u);
+      EXPECT_TRUE(absl::StartsWith(s->stages[i - 1].name, "probs")) << s->stages[i - 1].name;
+      EXPECT_EQ(s->stages[i].ins[0], s->stages[i - 1].outs[0]);
+    }
+    EXPECT_EQ(sums, 1 + edges);
     EXPECT_EQ(s->items.size() % static_cast<size_t>(c.h), 0u);
     // Grouped, the K/V blocks step on ITEM_X (the K/V head) and read no head table, which the section then lacks.
     auto has_table = [&](const char* suffix) {

@@ -120,6 +120,48 @@ TEST(Timing, TheFastExpTakesAConstantScaleForFree) {
             cost_of(Unary(SfpuKind::ExpFast(), Op(0))).fpu);
 }
 
+// A row sum right after the elementwise stage that writes its input is the packer's where the plan says so
+// (BlockPlan.pack_row_sums, tt-metal SDPA's sub_exp_block_bcast_cols): the sum has no unpack and no math, and its
+// producer packs its page twice. Without the plan's word, with a stage between them, or for a maximum, both cost
+// as before.
+TEST(Timing, ARowSumAfterItsProducerIsThePackers) {
+  const Target target = WormholeLike(1, 1);
+  absl::StatusOr<MachineParams> p = DeriveParams(target);
+  ASSERT_TRUE(p.ok()) << p.status();
+  struct Costs {
+    ComputeCost producer, sum;
+  };
+  auto costs_of = [&](bool plan, bool between, IterKind pool) {
+    Template t(32, 32);
+    const BufferId x = t.AddScratchDeep("x", 1, 4, Precision::kBf16);
+    const BufferId probs = t.AddScratchDeep("probs", 1, 4, Precision::kBf16);
+    const BufferId other = t.AddScratchDeep("other", 1, 1, Precision::kFp32);
+    const BufferId sum = t.AddScratchDeep("sum", 1, 1, Precision::kFp32);
+    t.AddGeneric("fill", HeadSpace(32, 128), {}, {}, IdentMap(128), Const(0.0), x);
+    t.AddGeneric("probs", HeadSpace(32, 128), {x}, {IdentMap(128)}, IdentMap(128), Unary(SfpuKind::ExpFast(), Op(0)),
+                 probs);
+    if (between) t.AddGeneric("between", HeadSpace(32, 1), {}, {}, PerRowMap(32), Const(1.0), other);
+    t.AddGeneric("sum", HeadSpace(32, 128, pool), {probs}, {IdentMap(128)}, PerRowMap(32), Op(0), sum);
+    if (plan) t.SetPlan(BlockPlan{.pack_row_sums = true});
+    const Section s = t.Finish("rowsum", {WorkItem{}}, Precision::kFp32, NumericsClaim::Approx("exp"));
+    return Costs{CostOf(s, s.stages[1], target, *p).compute, CostOf(s, s.stages[between ? 3 : 2], target, *p).compute};
+  };
+  const Costs plain = costs_of(false, false, IterKind::kReduceSum);
+  const Costs packed = costs_of(true, false, IterKind::kReduceSum);
+  EXPECT_GT(plain.sum.unpack, 0.0);
+  EXPECT_GT(plain.sum.fpu, 0.0);
+  EXPECT_DOUBLE_EQ(packed.sum.unpack, 0.0);
+  EXPECT_DOUBLE_EQ(packed.sum.fpu + packed.sum.sfpu + packed.sum.pack, 0.0);
+  EXPECT_DOUBLE_EQ(packed.sum.flops, plain.sum.flops);
+  EXPECT_DOUBLE_EQ(packed.producer.pack, 2 * plain.producer.pack);
+  EXPECT_DOUBLE_EQ(packed.producer.sfpu, plain.producer.sfpu);
+  EXPECT_LT(packed.producer.Duration() + packed.sum.Duration(), plain.producer.Duration() + plain.sum.Duration());
+  for (const Costs& c : {costs_of(true, true, IterKind::kReduceSum), costs_of(true, false, IterKind::kReduceMax)}) {
+    EXPECT_GT(c.sum.unpack, 0.0);
+    EXPECT_DOUBLE_EQ(c.producer.pack, plain.producer.pack);
+  }
+}
+
 TEST(Timing, DramBoundCopyMovesBytesAtTheSustainedBandwidth) {
   const int64_t items = 64 * 16, w = 4;
   const proto::SimReport r = TimeOnly(Copy(items, w), WormholeLike(8, 8));
