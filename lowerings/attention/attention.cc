@@ -24,6 +24,11 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
   if (dense && a.form() != proto::AttentionSpec::FORM_SECTIONS) {
     return FlashFormAttention(names, FlashGeometryOf(shape), shape.tag, target);
   }
+  if (shape.widths.qk_fidelity != MathFidelity::kDefault || shape.widths.pv_fidelity != MathFidelity::kDefault) {
+    return NotLowered(
+        "a per-contraction fidelity (qk_fidelity, pv_fidelity) in the three sections of an attention, whose "
+        "contractions are not tile products");
+  }
   return AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);
 }
 

@@ -216,8 +216,14 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // ★ THE VALUE PRODUCT ON THE MATRIX ENGINE where no query row can see a position another row of its tile cannot:
   // its block's values are read whole (masked where no row sees them, so 0 * NaN never arises), and P · V is one
   // tile product accumulated onto the running output (tt-metal's SDPA). Else the guarded contraction below reads
-  // only the live positions of each row.
-  const bool tile_values = kb > 1;
+  // only the live positions of each row. A value contraction given its own fidelity (pv_fidelity) is a tile product
+  // wherever it can be, even over one tile row; where the rows' limits differ it cannot, and is refused.
+  const bool tile_values = kb > 1 || (g.pv_fidelity != MathFidelity::kDefault && ReadsBlocksWhole(g, tr));
+  if (!tile_values && g.pv_fidelity != MathFidelity::kDefault) {
+    return NotLowered(
+        "a per-contraction fidelity (pv_fidelity) on a flash fold whose query rows see different positions: its "
+        "value contraction is guarded row by row, not a tile product");
+  }
 
   ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
   RETURN_IF_ERROR(RequireFp32Accumulator("the flash fold's running softmax", target));
@@ -331,8 +337,10 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // stays masked.
   const int64_t wb = kb * tw;
   BufferId s_buf = t.AddScratchDeep("scores", 1, kb, acc);
-  t.AddMatmul("scores", MatmulTiles{.m_tiles = 1, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true}, q_in, k_in,
-              s_buf);
+  t.AddMatmul("scores",
+              MatmulTiles{.m_tiles = 1, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true,
+                          .fidelity = g.qk_fidelity},
+              q_in, k_in, s_buf);
   if (prescaled) {
     const BufferId scaled = t.AddScratchDeep(g.cap ? "capped_scores" : "scaled_scores", 1, kb, acc);
     const Body x = Mul(Op(0), Const(g.scale));
@@ -421,7 +429,9 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
                      IdentMap(wd), Mul(Op(0), Op(1)), o_runs[j]);
       }
       t.AddMatmul(part("block_out", j),
-                  MatmulTiles{.m_tiles = 1, .n_tiles = vt, .k_tiles = kb, .accumulate = carried}, p_buf, values,
+                  MatmulTiles{.m_tiles = 1, .n_tiles = vt, .k_tiles = kb, .accumulate = carried,
+                              .fidelity = g.pv_fidelity},
+                  p_buf, values,
                   o_runs[j]);
     }
   } else {
@@ -537,7 +547,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
                       .osw = part_t});
   return FinishSection(
       t, absl::StrCat(std::string(tag), "_flash_blocks_", fi.items, "x", g.hd, values, "_l", g.l, "_b", kb * tr),
-      std::move(items), acc, ApproxIn("attention", precision), target, DstPolicy::kStreamed);
+      std::move(items), acc, FlashClaim(g, precision, target), target, DstPolicy::kStreamed);
 }
 
 absl::StatusOr<Composition> FlashFold(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,

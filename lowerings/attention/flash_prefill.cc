@@ -293,7 +293,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     // S = Q · K^T: the chunk's qc x head_t query tiles against the block's kb x head_t key tiles, qc x kb score
     // tiles, packed to the datapath's format as tt-metal's SDPA packs them (sdpa_program_factory.cpp: im_df =
     // Float16_b for cb_qk_im, "need to disable fp32 cbs"); the softmax's running state stays fp32.
-    t.AddMatmul(nm("scores"), MatmulTiles{.m_tiles = qc, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true}, q_in,
+    t.AddMatmul(nm("scores"),
+                MatmulTiles{
+                    .m_tiles = qc, .n_tiles = kb, .k_tiles = head_t, .transpose_b = true, .fidelity = g.qk_fidelity},
+                q_in,
                 k_in, s_buf);
     // ★ THE MAXIMUM OF THE RAW SCORES, THE SCALE IN THE EXP. With scale > 0 the maximum's position is the scaled
     // one's, so the running maximum is kept in the scores' own units and the scale rides the exponent: P =
@@ -330,7 +333,9 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
       t.AddGeneric(nm(part("rescale_out", j)), per_value, {o_runs[j], alpha}, {value_at, stat}, value_at,
                    Mul(Op(0), Op(1)), o_runs[j]);
       t.AddMatmul(nm(part("block_out", j)),
-                  MatmulTiles{.m_tiles = qc, .n_tiles = vt, .k_tiles = kb, .accumulate = true}, p_buf, v_ins[j],
+                  MatmulTiles{
+                      .m_tiles = qc, .n_tiles = vt, .k_tiles = kb, .accumulate = true, .fidelity = g.pv_fidelity},
+                  p_buf, v_ins[j],
                   o_runs[j]);
     }
     t.AddGeneric(nm("fold_sum"), HeadSpace(tr, qc), {s_run, alpha, l_blk}, {stat, stat, stat}, stat,
@@ -391,7 +396,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   return FinishSection(t,
                        absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",
                                     qc, "_kb", kb, "_c", range.first, "to", range.last - 1),
-                       std::move(items), acc, ApproxIn("attention", precision), target, DstPolicy::kStreamed);
+                       std::move(items), acc, FlashClaim(g, precision, target), target, DstPolicy::kStreamed);
 }
 
 }  // namespace

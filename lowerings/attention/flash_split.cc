@@ -201,7 +201,7 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   t.SetPlan(BlockPlan{.per_site_n = vt, .grid_y = fi.tiles_q, .grid_x = blocks, .num_blocks = 1, .osw = vt});
   ASSIGN_OR_RETURN(Composition combine,
                    FinishSection(t, absl::StrCat(std::string(tag), "_flash_combine_", fi.items, "x", split, "_v", g.vd),
-                                 std::move(items), acc, ApproxIn("attention", precision), target));
+                                 std::move(items), acc, FlashClaim(g, precision, target), target));
   FitSectionToSite(combine.sections[0], target);
   return combine;
 }

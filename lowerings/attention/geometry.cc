@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "spatial/status_macros.h"
@@ -46,6 +47,15 @@ AttentionNames AttentionNames::WithOperand(int64_t i, std::string name) const {
 }
 
 double DefaultScale(int64_t hd) { return 1.0 / std::sqrt(static_cast<double>(hd)); }
+
+NumericsClaim FlashClaim(const FlashGeometry& g, Precision p, const Target& target) {
+  NumericsClaim claim = ApproxIn("attention", p);
+  const auto lofi = [&](MathFidelity f) {
+    return f == MathFidelity::kLoFi || (f == MathFidelity::kDefault && target.matmul_fidelity() == proto::LOFI);
+  };
+  if (lofi(g.qk_fidelity) || lofi(g.pv_fidelity)) claim.error_growth = 4;
+  return claim;
+}
 
 absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
   if (spec.kind_case() != proto::OpSpec::kAttention) {
@@ -114,6 +124,13 @@ absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
     case proto::AttentionSpec::PROBS_EXP_ACCURATE: s.widths.probs_exp = SfpuKind::ExpAccurate(); break;
     default: break;
   }
+  for (const auto& [name, f, into] : {std::tuple{"qk_fidelity", a.qk_fidelity(), &s.widths.qk_fidelity},
+                                      std::tuple{"pv_fidelity", a.pv_fidelity(), &s.widths.pv_fidelity}}) {
+    if (!proto::Fidelity_IsValid(f)) {
+      return absl::InvalidArgumentError(absl::StrCat("attention ", name, " is not a fidelity (", f, ")"));
+    }
+    *into = static_cast<MathFidelity>(f);
+  }
   if (a.sinks()) s.sinks = 3 + (named ? 1 : 0);
   s.tag = t == 1 ? "attn" : "causal_attn";
   if (a.kv_chunk() < 0) {
@@ -147,6 +164,8 @@ FlashGeometry FlashGeometryOf(const AttentionShape& shape) {
   g.scale = shape.widths.scale;
   g.cap = shape.widths.cap;
   g.probs_exp = shape.widths.probs_exp;
+  g.qk_fidelity = shape.widths.qk_fidelity;
+  g.pv_fidelity = shape.widths.pv_fidelity;
   g.kv_chunk = shape.kv_chunk;
   return g;
 }

@@ -96,6 +96,9 @@ struct HeadWidths {
   // The exp that turns a score into a probability in the flash forms (AttentionSpec.probs_exp): the target's, or
   // its fast or accurate variant whatever its approx mode (tt-metal's SDPA recipes).
   SfpuKind probs_exp = SfpuKind::Exp();
+  // The flash forms' contractions' fidelities (AttentionSpec.qk_fidelity / pv_fidelity): kDefault, the target's.
+  MathFidelity qk_fidelity = MathFidelity::kDefault;
+  MathFidelity pv_fidelity = MathFidelity::kDefault;
 };
 
 // Where a flash attention's query heads sit (l.5200-5229). Item (v, x) owns query head v of `q` and reads its K/V
@@ -141,6 +144,8 @@ struct FlashGeometry {
   double scale = 1.0;
   std::optional<double> cap;
   SfpuKind probs_exp = SfpuKind::Exp();  // HeadWidths.probs_exp
+  MathFidelity qk_fidelity = MathFidelity::kDefault;  // HeadWidths.qk_fidelity
+  MathFidelity pv_fidelity = MathFidelity::kDefault;  // HeadWidths.pv_fidelity
 };
 
 // Keys hd and values vd wide take the flash form on `target`: whole tiles (a key of any width is one contraction into
@@ -187,6 +192,14 @@ FlashGeometry FlashGeometryOf(const AttentionShape& shape);
 
 // The default score scale, 1 / sqrt(hd).
 double DefaultScale(int64_t hd);
+
+// What a flash form's sections claim (the fold's, its combine's): approximate in `p`, and where either contraction
+// runs at LoFi (the spec's qk_fidelity / pv_fidelity, else the target's fidelity), an error four times the default.
+// LoFi multiplies one operand's top 5 significant bits, not bf16's 8 (tt-metal: "LoFi truncates SrcA to 5 and SrcB
+// to 7 significant bits"; its FAST recipe rounds Q, K and V onto that grid first, prepare_sdpa_input, so that the
+// truncation loses nothing, and reaches 2.9-3.0%). Unprepared bf16 inputs at LoFi measured 4.5-7.7% relative L2
+// against the exact VM (prefill and decode, the fast and the accurate exp, uniform inputs) where HiFi2 gives ~2.4%.
+NumericsClaim FlashClaim(const FlashGeometry& g, Precision p, const Target& target);
 
 }  // namespace spatial
 

@@ -279,6 +279,38 @@ TEST(AttentionFlashTest, KvChunkRefusals) {
   EXPECT_EQ(message(decode), "attention kv_chunk is negative (-8)");
 }
 
+// A contraction's own fidelity (qk_fidelity / pv_fidelity) goes on its tile product; where the contraction is not
+// one it is refused by name: the three sections, and a fold whose query rows see different positions (its value
+// contraction is guarded row by row; its scores are still a tile product). A value that is not a fidelity is
+// malformed.
+TEST(AttentionFlashTest, PerContractionFidelityRefusals) {
+  const Target& tiny = Shipped("test_tiny");
+  auto message = [&](proto::OpSpec spec) {
+    absl::StatusOr<Composition> r = Lower(spec, tiny);
+    return r.ok() ? std::string("lowered") : std::string(r.status().message());
+  };
+  const AttnCase causal{.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 27, .rows = 3, .pos = Pos::kNamed, .p = 1};
+  proto::OpSpec spec = AttnSpec(causal);
+  spec.mutable_attention()->set_qk_fidelity(proto::HIFI4);
+  EXPECT_EQ(message(spec), "lowered");
+  spec.mutable_attention()->set_pv_fidelity(proto::HIFI4);
+  EXPECT_EQ(message(spec),
+            "NotLowered: a per-contraction fidelity (pv_fidelity) on a flash fold whose query rows see different "
+            "positions: its value contraction is guarded row by row, not a tile product");
+  // A decode row's block is read whole: its value product is a tile product even over one tile row.
+  proto::OpSpec decode = AttnSpec({.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 32, .pos = Pos::kNamed, .p = 5,
+                                   .kv_chunk = 8});
+  decode.mutable_attention()->set_pv_fidelity(proto::LOFI);
+  EXPECT_EQ(message(decode), "lowered");
+  decode.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
+  EXPECT_EQ(message(decode),
+            "NotLowered: a per-contraction fidelity (qk_fidelity, pv_fidelity) in the three sections of an "
+            "attention, whose contractions are not tile products");
+  decode.mutable_attention()->set_form(proto::AttentionSpec::FORM_AUTO);
+  decode.mutable_attention()->set_qk_fidelity(static_cast<proto::Fidelity>(7));
+  EXPECT_EQ(message(decode), "attention qk_fidelity is not a fidelity (7)");
+}
+
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
 // per query head otherwise.
 TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {

@@ -111,11 +111,10 @@ struct Outcome {
   double rel_l2 = -1;
 };
 
-// Lowers (the flash form), certifies and simulates the prefill block under `model` against the exact VM.
-Outcome LowerCertifySimulate(const Target& target, const ValueModel& model, bool fast_probs = false,
-                             int64_t cache = kCache) {
+// Lowers (the flash form), certifies and simulates the prefill block `spec` under `model` against the exact VM.
+Outcome LowerCertifySimulate(const Target& target, const ValueModel& model, const proto::OpSpec& spec) {
   Outcome o;
-  absl::StatusOr<Composition> c = Lower(PrefillSpec(fast_probs, cache), target);
+  absl::StatusOr<Composition> c = Lower(spec, target);
   EXPECT_TRUE(c.ok()) << c.status();
   if (!c.ok()) return o;
   EXPECT_EQ(c->sections.size(), 1u);
@@ -138,6 +137,10 @@ Outcome LowerCertifySimulate(const Target& target, const ValueModel& model, bool
     o.rel_l2 = o.report.errors(0).rel_l2();
   }
   return o;
+}
+Outcome LowerCertifySimulate(const Target& target, const ValueModel& model, bool fast_probs = false,
+                             int64_t cache = kCache) {
+  return LowerCertifySimulate(target, model, PrefillSpec(fast_probs, cache));
 }
 
 double BusyFraction(const proto::SimReport& r, const std::string& engine) {
@@ -243,6 +246,52 @@ TEST(AttentionSim, AnUnmaskedBlockAndAMaskedEdgeStayInTheBand) {
     EXPECT_TRUE(o.report.errors(0).within()) << o.report.errors(0).DebugString();
   }
   if (std::getenv("SIM_TEST_VERBOSE") != nullptr) std::printf("edge rel L2 %.5f\n", o.rel_l2);
+}
+
+// Each contraction takes its own fidelity (AttentionSpec.qk_fidelity / pv_fidelity, tt-metal's recipes: FAST LoFi,
+// legacy HiFi2, BALANCED QK HiFi4 and PV HiFi2, ACCURATE HiFi4): every product of the fold runs at it, in time and in
+// value. More phases cost more matrix cycles; LoFi (5 significant bits of one operand) is the least accurate and its
+// claim four times the default (geometry.h, FlashClaim), which it stays inside; HiFi4 is at least as accurate as
+// HiFi2. The fast probabilities throughout, as tt-metal's recipes but ACCURATE.
+TEST(AttentionSim, EachContractionTakesItsOwnFidelity) {
+  const Target t = Wormhole(false);
+  auto run = [&](proto::Fidelity qk, proto::Fidelity pv) {
+    proto::OpSpec spec = PrefillSpec(/*fast_probs=*/true);
+    spec.mutable_attention()->set_qk_fidelity(qk);
+    spec.mutable_attention()->set_pv_fidelity(pv);
+    absl::StatusOr<Composition> c = Lower(spec, t);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (c.ok()) {
+      for (const char* name : {"scores", "block_out"}) {
+        const int i = c->sections[0].FindStage(name);
+        EXPECT_GE(i, 0) << name;
+        if (i < 0) continue;
+        EXPECT_EQ(std::get<MatmulTiles>(c->sections[0].stages[i].op).fidelity,
+                  static_cast<MathFidelity>(std::string(name) == "scores" ? qk : pv))
+            << name;
+      }
+      EXPECT_EQ(c->sections[0].claim.error_growth, qk == proto::LOFI || pv == proto::LOFI ? 4.0 : 0.0);
+    }
+    return LowerCertifySimulate(t, *MakeTargetModel(t), spec);
+  };
+  const Outcome lofi = run(proto::LOFI, proto::LOFI), hifi2 = run(proto::HIFI2, proto::HIFI2),
+                balanced = run(proto::HIFI4, proto::HIFI2), hifi4 = run(proto::HIFI4, proto::HIFI4);
+  EXPECT_LT(BusyCycles(lofi.report, "matrix"), BusyCycles(hifi2.report, "matrix"));
+  EXPECT_LT(BusyCycles(hifi2.report, "matrix"), BusyCycles(balanced.report, "matrix"));
+  EXPECT_LT(BusyCycles(balanced.report, "matrix"), BusyCycles(hifi4.report, "matrix"));
+  EXPECT_GT(lofi.rel_l2, hifi2.rel_l2);
+  EXPECT_LE(hifi4.rel_l2, hifi2.rel_l2);
+  for (const Outcome* o : {&lofi, &hifi2, &balanced, &hifi4}) {
+    ASSERT_EQ(o->report.errors_size(), 1);
+    EXPECT_TRUE(o->report.errors(0).within()) << o->report.errors(0).DebugString();
+  }
+  // The target's fidelity (HiFi2) is what an unset one takes: the same program as HiFi2 named.
+  EXPECT_EQ(run(proto::FIDELITY_UNSPECIFIED, proto::FIDELITY_UNSPECIFIED).report.total_cycles(),
+            hifi2.report.total_cycles());
+  if (std::getenv("SIM_TEST_VERBOSE") != nullptr) {
+    std::printf("rel L2 LoFi %.5f HiFi2 %.5f QK HiFi4 + PV HiFi2 %.5f HiFi4 %.5f\n", lofi.rel_l2, hifi2.rel_l2,
+                balanced.rel_l2, hifi4.rel_l2);
+  }
 }
 
 // Timing needs no values: the same program, timing only.
