@@ -7,12 +7,13 @@
 //
 // What the simulator does differently, and which way each pulls: it reads bf16 K/V where some grid rows read
 // bfp8_b (more bytes: slower where the stream binds); the one-core rows keep K/V resident in L1 where the simulator
-// streams them from DRAM through the site's link (slower); tt-metal's STANDARD and BALANCED recipes use exps the
-// simulator does not have (polynomial and refined Schraudolph): ACCURATE's probabilities take the accurate exp,
-// STANDARD and BALANCED are left out; STANDARD and FAST fuse their K chunks after the first (a reference maximum,
-// no row maximum, the exp on the pack thread overlapping the next product), the simulator folds every chunk alike; tt-metal's kernels sum the
-// probabilities in the packer while they are in Dst, where the simulator runs the sum as its own stage (slower). The
-// scale inside the fast exp and the mask on the edge blocks only are modelled as tt-metal has them.
+// streams them from DRAM through the site's link (slower); tt-metal's STANDARD, BALANCED and ACCURATE recipes use
+// exps the simulator does not have (polynomial and refined Schraudolph): ACCURATE's probabilities take the accurate
+// exp, STANDARD and BALANCED are left out; STANDARD and FAST fuse their K chunks after the first (a reference
+// maximum, no row maximum, the exp on the pack thread overlapping the next product), the simulator folds every chunk
+// alike (slower); tt-metal's causal kernels read each Q chunk's K range on its own core, where the fold multicasts a
+// K/V block to every chunk of its head (faster where DRAM binds). The scale inside the fast exp, the row sums in the
+// packer and the mask on the edge blocks only are modelled as tt-metal has them.
 //
 //   sdpa_fidelity [--data=DIR] [--markdown=FILE]
 #include <cstdio>
@@ -112,7 +113,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::ostringstream md;
-  md << "| case | recipe | published | fidelity | K chunk | K/V | published us | simulated us | sim / pub | sites | bound |\n"
+  md << "| case | recipe | published | fidelity | K chunk | K/V | published us | simulated us | sim / pub | sites "
+        "| bound |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::printf("%-38s %-36s %12s %12s %9s %6s %s\n", "case", "recipe", "published us", "simulated us", "sim/pub",
               "sites", "bound");

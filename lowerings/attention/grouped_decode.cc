@@ -94,9 +94,9 @@ absl::StatusOr<Composition> GroupedDecodeAttention(const AttentionNames& names, 
   grouped.split = DecodeSplit(grouped, target);
   // ★ SPLIT, THE COMBINE WRITES THE FLAT ROW ITSELF (FlashGeometry.ungroup_out): no relayout section after it.
   grouped.ungroup_out = grouped.split > 1;
-  ASSIGN_OR_RETURN(Composition fold,
-                   FlashAttention(names.WithOut(grouped.ungroup_out ? names.out : grouped_ctx).WithOperand(0, grouped_q),
-                                  grouped, tag, target));
+  const AttentionNames fold_names =
+      names.WithOut(grouped.ungroup_out ? names.out : grouped_ctx).WithOperand(0, grouped_q);
+  ASSIGN_OR_RETURN(Composition fold, FlashAttention(fold_names, grouped, tag, target));
   std::vector<Composition> parts;
   parts.push_back(std::move(regroup));
   if (grouped.ungroup_out) {
