@@ -5,8 +5,8 @@
 // tt_transformers' calls), then printed next to the published time with the ratio simulated / published. Nothing
 // is fitted.
 //
-// What the simulator does differently, and which way each pulls: it reads bf16 K/V where some grid rows read
-// bfp8_b (more bytes: slower where the stream binds); the one-core rows keep K/V resident in L1 where the simulator
+// The K/V caches are stored in the row's format (AttentionSpec.kv_format: bf16, or bfp8_b as tt_transformers' and the
+// FAST grid rows ran). What the simulator does differently, and which way each pulls: the one-core rows keep K/V resident in L1 where the simulator
 // streams them from DRAM through the site's link (slower); tt-metal's STANDARD, BALANCED and ACCURATE recipes use
 // exps the simulator does not have (polynomial and refined Schraudolph): ACCURATE's probabilities take the accurate
 // exp, STANDARD and BALANCED are left out; STANDARD and FAST fuse their K chunks after the first (a reference
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -78,6 +79,9 @@ proto::OpSpec SpecOf(const Row& r) {
   proto::AttentionSpec::ProbsExp_Parse(absl::StrCat("PROBS_EXP_", r.probs_exp), &e);
   a->set_probs_exp(e);
   a->set_kv_chunk(r.k_chunk);
+  proto::Precision kv = proto::PRECISION_UNSPECIFIED;  // bf16: the datapath's
+  if (r.kv_format != "bf16") proto::Precision_Parse(absl::AsciiStrToUpper(r.kv_format), &kv);
+  a->set_kv_format(kv);
   return s;
 }
 

@@ -21,14 +21,19 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
                                    a.hd(), ", vd ", a.vd(), " on ", target.tile_rows(), " x ", target.tile_cols(),
                                    " tiles)"));
   }
+  FlashGeometry g = FlashGeometryOf(shape);
+  if (a.kv_format() != proto::PRECISION_UNSPECIFIED) {
+    ASSIGN_OR_RETURN(g.kv_precision, FormatOf(a.kv_format(), "attention.kv_format", Precision::kBf16, target));
+  }
   if (dense && a.form() != proto::AttentionSpec::FORM_SECTIONS) {
-    return FlashFormAttention(names, FlashGeometryOf(shape), shape.tag, target);
+    return FlashFormAttention(names, g, shape.tag, target);
   }
   if (shape.widths.qk_fidelity != MathFidelity::kDefault || shape.widths.pv_fidelity != MathFidelity::kDefault) {
     return NotLowered(
         "a per-contraction fidelity (qk_fidelity, pv_fidelity) in the three sections of an attention, whose "
         "contractions are not tile products");
   }
+  if (g.kv_precision) return NotLowered("a K/V format (kv_format) in the three sections of an attention");
   return AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);
 }
 

@@ -143,10 +143,11 @@ absl::StatusOr<FlashOperands> AddFlashOperands(Template& t, const AttentionNames
   ASSIGN_OR_RETURN(TensorInit k_init, InitOf(k_op.fill, k_elems));
   FlashOperands ops;
   ops.q = t.AddTensor(q_op.name, TensorRole::kInput, fi.rows, width, precision, std::move(q_init));
-  ops.k = t.AddTensor(k_op.name, TensorRole::kInput, g.rows, g.kvw * g.hd, precision, std::move(k_init));
+  const Precision kv = g.kv_precision.value_or(precision);
+  ops.k = t.AddTensor(k_op.name, TensorRole::kInput, g.rows, g.kvw * g.hd, kv, std::move(k_init));
   if (!g.latent) {
     ASSIGN_OR_RETURN(TensorInit v_init, InitOf(v_op.fill, v_elems));
-    ops.v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, precision, std::move(v_init));
+    ops.v = t.AddTensor(v_op.name, TensorRole::kInput, g.rows, g.kvw * g.vd, kv, std::move(v_init));
   }
   return ops;
 }
@@ -297,10 +298,11 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // x * head_t.
   t.SetPhase(body_phase);
   if (fold) t.Fold(nb_fold);
-  const BufferId k_in = t.AddBufferDeep("in_k", pages, kb * head_t, precision);
+  const Precision kv = g.kv_precision.value_or(precision);
+  const BufferId k_in = t.AddBufferDeep("in_k", pages, kb * head_t, kv);
   std::vector<BufferId> v_ins;
   if (!g.latent) {
-    for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), pages, kb * vt, precision));
+    for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), pages, kb * vt, kv));
   }
   // Block b of K/V head x: kb tile rows of `cols` tiles from tile `base` of the head's run of `head` tiles in a row
   // of `stride`.

@@ -248,9 +248,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // v * head_t, the same block for every chunk of the head — grouped, of the group (multicast along ITEM_Y).
   t.SetPhase(body_phase);
   if (fold) t.Fold(lead);
-  const BufferId k_in = t.AddBufferDeep("in_k", 2, kb * head_t, precision);
+  const Precision kv = g.kv_precision.value_or(precision);
+  const BufferId k_in = t.AddBufferDeep("in_k", 2, kb * head_t, kv);
   std::vector<BufferId> v_ins;
-  for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), 2, kb * vt, precision));
+  for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), 2, kb * vt, kv));
   const BufferId s_buf = t.AddScratchDeep("scores", 1, qc * kb, mat);
   const BufferId capped = g.cap ? t.AddScratchDeep("capped_scores", 1, qc * kb, mat) : s_buf;
   const BufferId m_blk = t.AddScratchDeep("block_max", 1, 1, acc);

@@ -146,6 +146,9 @@ struct FlashGeometry {
   SfpuKind probs_exp = SfpuKind::Exp();  // HeadWidths.probs_exp
   MathFidelity qk_fidelity = MathFidelity::kDefault;  // HeadWidths.qk_fidelity
   MathFidelity pv_fidelity = MathFidelity::kDefault;  // HeadWidths.pv_fidelity
+  // The K/V caches' storage (AttentionSpec.kv_format, checked against the target by FromAttention); unset: the
+  // datapath's precision, as Q's.
+  std::optional<Precision> kv_precision;
 };
 
 // Keys hd and values vd wide take the flash form on `target`: whole tiles (a key of any width is one contraction into

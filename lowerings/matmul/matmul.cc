@@ -12,27 +12,6 @@
 #include "spatial/status_macros.h"
 
 namespace spatial {
-namespace {
-
-// A format of the spec (unset: the matrix engine's operand precision), held to what the target stores.
-absl::StatusOr<Precision> FormatOf(proto::Precision p, const std::string& field, Precision dflt, const Target& target) {
-  if (p == proto::PRECISION_UNSPECIFIED) return dflt;
-  if (!proto::Precision_IsValid(p)) {
-    return absl::InvalidArgumentError(absl::StrCat("matmul.", field, " is not a precision (", static_cast<int>(p),
-                                                   ")"));
-  }
-  const auto f = static_cast<Precision>(p);
-  if (!IsFloat(f)) {
-    return absl::InvalidArgumentError(absl::StrCat("matmul.", field, " = ", std::string(PrecisionName(f)),
-                                                   " is not a float format (bf16, fp16, fp32, bfp8_b, bfp4_b)"));
-  }
-  if (!target.supports_storage(f)) {
-    return MissingPrecision(absl::StrCat("matmul.", field, " ", std::string(PrecisionName(f))), target);
-  }
-  return f;
-}
-
-}  // namespace
 
 absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "matmul", 2));
@@ -61,9 +40,9 @@ absl::StatusOr<Composition> FromMatmul(const proto::OpSpec& spec, const Target& 
         absl::StrCat("matmul.math_fidelity is not a fidelity (", mm.math_fidelity(), ")"));
   }
   const auto fidelity = static_cast<MathFidelity>(mm.math_fidelity());
-  ASSIGN_OR_RETURN(const Precision fa, FormatOf(mm.in0_format(), "in0_format", *in, target));
-  ASSIGN_OR_RETURN(const Precision fb, FormatOf(mm.in1_format(), "in1_format", *in, target));
-  ASSIGN_OR_RETURN(const Precision fo, FormatOf(mm.out_format(), "out_format", *in, target));
+  ASSIGN_OR_RETURN(const Precision fa, FormatOf(mm.in0_format(), "matmul.in0_format", *in, target));
+  ASSIGN_OR_RETURN(const Precision fb, FormatOf(mm.in1_format(), "matmul.in1_format", *in, target));
+  ASSIGN_OR_RETURN(const Precision fo, FormatOf(mm.out_format(), "matmul.out_format", *in, target));
 
   // Lower's CheckSpecSizes bounds every tensor to kMaxTensorElems; the products are checked here all the same, as
   // the sizes they are (size_budget.h), never formed unchecked from spec fields.

@@ -27,6 +27,23 @@ absl::Status MissingPrecision(std::string_view needed, const Target& target) {
       absl::StrCat("MissingPrecision: ", std::string(needed), " (target ", target.name(), ")"));
 }
 
+absl::StatusOr<Precision> FormatOf(proto::Precision p, std::string_view field, Precision dflt, const Target& target) {
+  if (p == proto::PRECISION_UNSPECIFIED) return dflt;
+  if (!proto::Precision_IsValid(p)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field), " is not a precision (", static_cast<int>(p), ")"));
+  }
+  const auto f = static_cast<Precision>(p);
+  if (!IsFloat(f)) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), " = ", std::string(PrecisionName(f)),
+                                                   " is not a float format (bf16, fp16, fp32, bfp8_b, bfp4_b)"));
+  }
+  if (!target.supports_storage(f)) {
+    return MissingPrecision(absl::StrCat(std::string(field), " ", std::string(PrecisionName(f))), target);
+  }
+  return f;
+}
+
 absl::Status AccTilesExceeded(std::string_view what) {
   return absl::FailedPreconditionError(absl::StrCat("AccTilesExceeded: ", std::string(what)));
 }

@@ -46,6 +46,9 @@ inline Datapath DatapathOf(bool is_float) { return is_float ? Datapath::kFloat :
 absl::StatusOr<Precision> DatapathPrecision(Datapath dp, const Target& target);
 // The float precision of the target's elementwise datapath (the seed's elem_precision).
 absl::StatusOr<Precision> ElemPrecision(const Target& target);
+// A storage format a spec names in `field` ("matmul.in1_format"): `dflt` when unset; InvalidArgument when it is not
+// a precision or not a float one; MissingPrecision when the target does not store it.
+absl::StatusOr<Precision> FormatOf(proto::Precision p, std::string_view field, Precision dflt, const Target& target);
 // The seed's AccPolicy::for_result(p).interm_precision(): fp32 for a float section, an integer as wide as the
 // datapath for an integer one.
 Precision AccFor(Precision p);

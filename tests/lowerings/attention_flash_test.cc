@@ -311,6 +311,28 @@ TEST(AttentionFlashTest, PerContractionFidelityRefusals) {
   EXPECT_EQ(message(decode), "attention qk_fidelity is not a fidelity (7)");
 }
 
+// The K/V caches' format (kv_format) is a float storage format the target keeps, in the flash forms only; refused by
+// message otherwise.
+TEST(AttentionFlashTest, KvFormatRefusals) {
+  const Target& tiny = Shipped("test_tiny");
+  auto message = [&](proto::OpSpec spec) {
+    absl::StatusOr<Composition> r = Lower(spec, tiny);
+    return r.ok() ? std::string("lowered") : std::string(r.status().message());
+  };
+  proto::OpSpec spec = AttnSpec({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 64, .pos = Pos::kNamed, .p = 30});
+  spec.mutable_attention()->set_kv_format(proto::BFP8_B);
+  EXPECT_EQ(message(spec), "lowered");
+  spec.mutable_attention()->set_kv_format(proto::INT32);
+  EXPECT_EQ(message(spec), "attention.kv_format = int32 is not a float format (bf16, fp16, fp32, bfp8_b, bfp4_b)");
+  spec.mutable_attention()->set_kv_format(static_cast<proto::Precision>(99));
+  EXPECT_EQ(message(spec), "attention.kv_format is not a precision (99)");
+  spec.mutable_attention()->set_kv_format(proto::BFP4_B);  // test_tiny stores no bfp4_b
+  EXPECT_EQ(message(spec), "MissingPrecision: attention.kv_format bfp4_b (target test_tiny)");
+  spec.mutable_attention()->set_kv_format(proto::BFP8_B);
+  spec.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
+  EXPECT_EQ(message(spec), "NotLowered: a K/V format (kv_format) in the three sections of an attention");
+}
+
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
 // per query head otherwise.
 TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {
