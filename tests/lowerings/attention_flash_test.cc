@@ -251,15 +251,18 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   ExpectAttnCertifies(*comp, wh);
 }
 
+// "lowered", or the refusal's message.
+std::string LowerMessage(const proto::OpSpec& spec, const Target& target) {
+  absl::StatusOr<Composition> r = Lower(spec, target);
+  return r.ok() ? std::string("lowered") : std::string(r.status().message());
+}
+
 // A block the spec sets (kv_chunk, tt-metal's k_chunk_size) is whole tile rows that divide what a fold covers, and
 // wider than one tile row only where a query tile's live rows share their limit: else refused by name. Negative is
 // malformed.
 TEST(AttentionFlashTest, KvChunkRefusals) {
   const Target& tiny = Shipped("test_tiny");
-  auto message = [&](const AttnCase& c) {
-    absl::StatusOr<Composition> r = Lower(AttnSpec(c), tiny);
-    return r.ok() ? std::string("lowered") : std::string(r.status().message());
-  };
+  auto message = [&](const AttnCase& c) { return LowerMessage(AttnSpec(c), tiny); };
   const AttnCase rows{.h = 2, .kv = 2, .hd = 8, .vd = 8, .l = 32, .rows = 2, .pos = Pos::kNamed, .p = 5};
   const std::string tail =
       " (a block is whole tile rows that divide them, at most the accumulator's 4 tiles, and more than one only where "
@@ -285,10 +288,7 @@ TEST(AttentionFlashTest, KvChunkRefusals) {
 // malformed.
 TEST(AttentionFlashTest, PerContractionFidelityRefusals) {
   const Target& tiny = Shipped("test_tiny");
-  auto message = [&](proto::OpSpec spec) {
-    absl::StatusOr<Composition> r = Lower(spec, tiny);
-    return r.ok() ? std::string("lowered") : std::string(r.status().message());
-  };
+  auto message = [&](const proto::OpSpec& spec) { return LowerMessage(spec, tiny); };
   const AttnCase causal{.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 27, .rows = 3, .pos = Pos::kNamed, .p = 1};
   proto::OpSpec spec = AttnSpec(causal);
   spec.mutable_attention()->set_qk_fidelity(proto::HIFI4);
@@ -315,10 +315,7 @@ TEST(AttentionFlashTest, PerContractionFidelityRefusals) {
 // message otherwise.
 TEST(AttentionFlashTest, KvFormatRefusals) {
   const Target& tiny = Shipped("test_tiny");
-  auto message = [&](proto::OpSpec spec) {
-    absl::StatusOr<Composition> r = Lower(spec, tiny);
-    return r.ok() ? std::string("lowered") : std::string(r.status().message());
-  };
+  auto message = [&](const proto::OpSpec& spec) { return LowerMessage(spec, tiny); };
   proto::OpSpec spec = AttnSpec({.h = 8, .kv = 2, .hd = 8, .vd = 8, .l = 64, .pos = Pos::kNamed, .p = 30});
   spec.mutable_attention()->set_kv_format(proto::BFP8_B);
   EXPECT_EQ(message(spec), "lowered");
