@@ -32,14 +32,6 @@ using testing::Ints;
 using testing::Reals;
 using testing::Rng;
 
-// A spec with result "y" and the given operands.
-proto::OpSpec Spec(std::initializer_list<const char*> operands) {
-  proto::OpSpec s;
-  s.set_out("y");
-  for (const char* o : operands) s.add_operands()->set_name(o);
-  return s;
-}
-
 // Values distinct after bf16 rounding (multiples of 1/8 below 16 in magnitude need at most 8 significant bits) with
 // the maximum unique: the argmax of the rounded row is the argmax of the exact one.
 Draw DistinctBf16() {
@@ -703,63 +695,6 @@ std::vector<OpCase> RopeCases() {
           {"wormhole_n150", RopeSpec(128, 128, 64, 32, 64, true, 33), RopeDraw(64, 1e6, 33)}};
 }
 
-// ── Carried state ──
-
-proto::OpSpec Conv(int64_t rows, int64_t taps, int64_t chan) {
-  proto::OpSpec s = Spec({"x", "w", "cs"});
-  s.mutable_causal_conv()->set_taps(taps);
-  s.mutable_causal_conv()->set_chan(chan);
-  s.mutable_causal_conv()->set_rows(rows);
-  // The weight is a Param where the ring is a matrix: the lowering embeds its fill.
-  proto::Fill::RealPattern* w = s.mutable_operands(1)->mutable_fill()->mutable_real_pattern();
-  w->set_modulus(37);
-  w->set_scale(0.05);
-  w->set_offset(-0.9);
-  return s;
-}
-
-std::vector<OpCase> CausalConvCases() {
-  // A flat ring, a matrix ring, a block of rows; Qwen3-Next's 8192 conv channels for one decode step.
-  return {{"test_tiny", Conv(1, 4, 8), Reals(-2, 2)},
-          {"test_tiny", Conv(1, 4, 64), Reals(-2, 2)},
-          {"test_tiny", Conv(5, 3, 5), Reals(-2, 2)},
-          {"wormhole_n150", Conv(1, 4, 8192), Reals(-2, 2)}};
-}
-
-proto::OpSpec GatedDelta(int64_t hv, int64_t hk, int64_t d, int64_t rows, proto::GatedDeltaSpec::GateAct gate) {
-  proto::OpSpec s = Spec({"q", "k", "v", "z", "b", "a", "S", "gn"});
-  auto* g = s.mutable_gated_delta();
-  g->set_hv(hv);
-  g->set_hk(hk);
-  g->set_d(d);
-  g->set_rows(rows);
-  g->set_eps(1e-6);
-  g->set_gate(gate);
-  // The norm weight is embedded as a Param: its fill gives its values (around 1, as a trained layer's).
-  auto* gn = s.mutable_operands(7)->mutable_fill()->mutable_real_pattern();
-  gn->set_modulus(97);
-  gn->set_scale(0.01);
-  gn->set_offset(0.5);
-  return s;
-}
-
-// A step of a trained layer's ranges: the decay alpha in (0.5, 1), the write strength beta in (0, 1), a memory of
-// moderate size.
-Draw GatedDeltaDraw() {
-  return [](const std::string& name, Rng& r) {
-    if (name == "a") return r.Real(0.5, 1.0);
-    if (name == "b") return r.Real(0.0, 1.0);
-    if (name == "S") return r.Real(-0.5, 0.5);
-    return r.Real(-1, 1);
-  };
-}
-
-std::vector<OpCase> GatedDeltaCases() {
-  return {{"test_tiny", GatedDelta(2, 1, 8, 1, proto::GatedDeltaSpec::SILU), GatedDeltaDraw()},
-          {"test_tiny", GatedDelta(2, 2, 8, 2, proto::GatedDeltaSpec::SIGMOID), GatedDeltaDraw()},
-          {"wormhole_n150", GatedDelta(4, 2, 32, 1, proto::GatedDeltaSpec::SILU), GatedDeltaDraw()}};
-}
-
 }  // namespace
 
 const std::vector<OpTolerance>& ToleranceTable() {
@@ -809,6 +744,13 @@ const std::vector<OpTolerance>& ToleranceTable() {
     return t;
   }();
   return table;
+}
+
+proto::OpSpec Spec(std::initializer_list<const char*> operands) {
+  proto::OpSpec s;
+  s.set_out("y");
+  for (const char* o : operands) s.add_operands()->set_name(o);
+  return s;
 }
 
 const OpTolerance* FindTolerance(const std::string& kind) {
