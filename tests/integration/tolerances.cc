@@ -31,6 +31,7 @@ using testing::Draw;
 using testing::Ints;
 using testing::Reals;
 using testing::Rng;
+using testing::Spec;
 
 // Values distinct after bf16 rounding (multiples of 1/8 below 16 in magnitude need at most 8 significant bits) with
 // the maximum unique: the argmax of the rounded row is the argmax of the exact one.
@@ -744,13 +745,6 @@ const std::vector<OpTolerance>& ToleranceTable() {
     return t;
   }();
   return table;
-}
-
-proto::OpSpec Spec(std::initializer_list<const char*> operands) {
-  proto::OpSpec s;
-  s.set_out("y");
-  for (const char* o : operands) s.add_operands()->set_name(o);
-  return s;
 }
 
 const OpTolerance* FindTolerance(const std::string& kind) {

@@ -11,7 +11,6 @@
 #ifndef TESTS_INTEGRATION_TOLERANCES_H_
 #define TESTS_INTEGRATION_TOLERANCES_H_
 
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -40,9 +39,6 @@ struct OpTolerance {
 
 // Every entry, sorted by kind.
 const std::vector<OpTolerance>& ToleranceTable();
-
-// A spec with result "y" and the given operands.
-proto::OpSpec Spec(std::initializer_list<const char*> operands);
 
 // The carried-state kinds' cases (tolerances_carried.cc).
 std::vector<OpCase> CausalConvCases();

@@ -5,35 +5,25 @@
 #include <vector>
 
 #include "tests/integration/tolerances.h"
+#include "tests/lowerings/carried_cases.h"
 
 namespace spatial::integration {
 namespace {
 
+using testing::ConvSpec;
 using testing::Draw;
 using testing::Reals;
 using testing::Rng;
-
-proto::OpSpec Conv(int64_t rows, int64_t taps, int64_t chan) {
-  proto::OpSpec s = Spec({"x", "w", "cs"});
-  s.mutable_causal_conv()->set_taps(taps);
-  s.mutable_causal_conv()->set_chan(chan);
-  s.mutable_causal_conv()->set_rows(rows);
-  // The weight is a Param where the ring is a matrix: the lowering embeds its fill.
-  proto::Fill::RealPattern* w = s.mutable_operands(1)->mutable_fill()->mutable_real_pattern();
-  w->set_modulus(37);
-  w->set_scale(0.05);
-  w->set_offset(-0.9);
-  return s;
-}
+using testing::Spec;
 
 }  // namespace
 
 std::vector<OpCase> CausalConvCases() {
   // A flat ring, a matrix ring, a block of rows; Qwen3-Next's 8192 conv channels for one decode step.
-  return {{"test_tiny", Conv(1, 4, 8), Reals(-2, 2)},
-          {"test_tiny", Conv(1, 4, 64), Reals(-2, 2)},
-          {"test_tiny", Conv(5, 3, 5), Reals(-2, 2)},
-          {"wormhole_n150", Conv(1, 4, 8192), Reals(-2, 2)}};
+  return {{"test_tiny", ConvSpec(1, 4, 8), Reals(-2, 2)},
+          {"test_tiny", ConvSpec(1, 4, 64), Reals(-2, 2)},
+          {"test_tiny", ConvSpec(5, 3, 5), Reals(-2, 2)},
+          {"wormhole_n150", ConvSpec(1, 4, 8192), Reals(-2, 2)}};
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "lowerings/attention/flash.h"  // ComposeSections
+#include "tests/lowerings/carried_cases.h"
 #include "tests/lowerings/three_way.h"
 
 namespace spatial {
@@ -25,16 +26,7 @@ namespace {
 constexpr double kTol = 1e-12;
 
 proto::OpSpec Conv(int64_t rows, int64_t taps, int64_t chan, const std::string& ring = "cs") {
-  proto::OpSpec s = Spec({"x", "w", ring.c_str()});
-  s.mutable_causal_conv()->set_taps(taps);
-  s.mutable_causal_conv()->set_chan(chan);
-  s.mutable_causal_conv()->set_rows(rows);
-  // The weight is a Param where the ring is a matrix: the lowering embeds its fill.
-  proto::Fill::RealPattern* w = s.mutable_operands(1)->mutable_fill()->mutable_real_pattern();
-  w->set_modulus(37);
-  w->set_scale(0.05);
-  w->set_offset(-0.9);
-  return s;
+  return ConvSpec(rows, taps, chan, ring);
 }
 
 // Every value of `got` equals `want`'s, in row-major order, to kTol; the shapes may be two views of one tensor.
