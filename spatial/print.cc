@@ -247,7 +247,7 @@ std::string PrintSection(const Section& s) {
     absl::StrAppend(&out, "  plan per_site ", p.per_site_m, "x", p.per_site_n, " grid ", p.grid_y, "x", p.grid_x,
                     " blocks ", p.num_blocks, " block_k_tiles ", p.block_k_tiles, " osh ", p.osh, " osw ", p.osw,
                     " ibw ", p.ibw, p.pack_accumulate ? " pack_accumulate" : "",
-                    p.pack_row_sums ? " pack_row_sums" : "", "\n");
+                    p.pack_row_sums ? " pack_row_sums" : "", p.stream_rows ? " stream_rows" : "", "\n");
   }
   absl::StrAppend(&out, "  tensors\n");
   for (size_t i = 0; i < s.tensors.size(); ++i) {

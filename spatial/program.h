@@ -253,6 +253,7 @@ struct BlockPlan {
   int64_t ibw = 1;
   bool pack_accumulate = false;
   bool pack_row_sums = false;  // proto BlockPlan.pack_row_sums
+  bool stream_rows = false;    // proto BlockPlan.stream_rows
   friend bool operator==(const BlockPlan&, const BlockPlan&) = default;
 };
 

@@ -489,6 +489,7 @@ proto::Section SectionToProto(const Section& s) {
     b->set_ibw(s.plan->ibw);
     b->set_pack_accumulate(s.plan->pack_accumulate);
     b->set_pack_row_sums(s.plan->pack_row_sums);
+    b->set_stream_rows(s.plan->stream_rows);
   }
   p.mutable_claim()->set_exact(s.claim.exact);
   p.mutable_claim()->set_reason(s.claim.reason);
@@ -547,7 +548,7 @@ absl::StatusOr<Section> SectionFromProto(const proto::Section& p) {
     const proto::BlockPlan& b = p.plan();
     s.plan = BlockPlan{b.per_site_m(), b.per_site_n(), b.grid_y(),        b.grid_x(),
                        b.num_blocks(), b.block_k_tiles(), b.osh(), b.osw(), b.ibw(), b.pack_accumulate(),
-                       b.pack_row_sums()};
+                       b.pack_row_sums(), b.stream_rows()};
   }
   const double growth = p.claim().error_growth();
   if (!(growth == 0 || (std::isfinite(growth) && growth >= 1 && !p.claim().exact()))) {

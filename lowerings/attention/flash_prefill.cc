@@ -390,9 +390,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // sub-block either: each product takes tt-metal's own for its page (SubBlockOf, sim/machine/stage_cost.cc). The
   // value products accumulate onto the running output with the packer (pack_accumulate: no reload), and the block's
   // row sums are the packer's too, packing the probabilities a second time as tt-metal's sub_exp_block_bcast_cols
-  // does (pack_row_sums: the block_sum stage right after the probabilities).
+  // does (pack_row_sums: the block_sum stage right after the probabilities). The stages stream a query tile row
+  // at a time over the compute threads, as that kernel interleaves them (stream_rows, sim/machine/row_stream.h).
   t.SetPlan(BlockPlan{.per_site_m = qc, .per_site_n = kb, .grid_y = 0, .grid_x = 0, .num_blocks = blocks, .osh = 0,
-                      .osw = 0, .pack_accumulate = true, .pack_row_sums = true});
+                      .osw = 0, .pack_accumulate = true, .pack_row_sums = true, .stream_rows = true});
   const std::string values = g.vd != g.hd ? absl::StrCat("_v", g.vd) : "";
   return FinishSection(t,
                        absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",

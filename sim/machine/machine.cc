@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/machine/multicast_groups.h"
+#include "sim/machine/row_stream.h"
 #include "sim/machine/schedule.h"
 #include "sim/machine/stage_cost.h"
 #include "sim/place/placement.h"
@@ -46,18 +47,25 @@ void WaitCycles(double cycles) {
 constexpr int kStackBytes = 64 * 1024;
 
 // A circular buffer's state on one site: versions [0, pushed) were pushed, [0, front) popped; remaining[i] is the
-// number of reader invocations version front + i still waits for.
+// number of reader invocations version front + i still waits for, pushed_at[i] the cycle it was pushed.
 struct Fifo {
   int64_t depth = 1;
   int64_t pushed = 0;
   int64_t front = 0;
   std::deque<int64_t> remaining;
+  std::deque<double> pushed_at;
 
   void Advance() {
     while (!remaining.empty() && remaining.front() <= 0) {
       remaining.pop_front();
+      pushed_at.pop_front();
       ++front;
     }
+  }
+  // When version g was pushed (0 for a page nothing on this site wrote).
+  double PushedAt(int64_t g) const {
+    const int64_t i = g - front;
+    return i >= 0 && i < static_cast<int64_t>(pushed_at.size()) ? pushed_at[static_cast<size_t>(i)] : 0.0;
   }
 };
 
@@ -80,6 +88,7 @@ struct SiteState {
   std::array<EngineCounters, kNumEngines> engines;
   int64_t items = 0;
   std::array<WaitInfo, kNumEngineThreads> waiting;
+  RowStreamCalendar stream;  // the compute threads' calendars in a section that streams its rows
 };
 
 struct SectionPlan {
@@ -89,6 +98,7 @@ struct SectionPlan {
   Placement placement;
   std::vector<StageCost> costs;
   std::vector<MulticastGroups> multicast;  // by stage; empty for a stage that is not a multicast Load
+  RowStreamPlan stream;
 };
 
 // One multicast's handshake: members arrive (each having reserved its page: the semaphore the sender waits on),
@@ -102,7 +112,9 @@ struct MulticastState {
 struct SectionTotals {
   double start = 0, end = 0;
   double flops = 0;
-  double math_cycles = 0;  // matrix + SFPU cycles of every invocation: the compute-bound numerator
+  // Matrix and SFPU cycles of every invocation. The compute bound's numerator is their sum where the math thread
+  // drives both, their larger where the section streams its rows (its vector work issued from the pack thread).
+  double fpu_cycles = 0, sfpu_cycles = 0;
   int64_t read_bytes = 0, write_bytes = 0;
   int64_t invocations = 0;
 };
@@ -172,6 +184,7 @@ class Machine : public sc_core::sc_module {
   bool spans_truncated_ = false;
   std::map<std::tuple<int32_t, int32_t, int32_t>, MulticastState> multicasts_;  // (stage, group, block)
   sc_core::sc_event multicast_sent_;
+  std::vector<RowSpan> row_spans_;  // scratch for a streaming invocation's spans (no wait while it is used)
 };
 
 void Machine::Controller() {
@@ -206,6 +219,9 @@ void Machine::Sequencer(int64_t site, int thread) {
     const SectionPlan& sp = plans_[current_];
     const auto& items = sp.placement.site_items[site];
     const auto& invs = sp.schedule.by_thread[thread];
+    if (thread == static_cast<int>(EngineThread::kCompute) && sp.stream.streams()) {
+      sites_[site].stream.Reset(sp.stream, sp.section->stages.size(), Now());
+    }
     if (!invs.empty()) {
       const int64_t n = static_cast<int64_t>(items.size());
       for (int64_t j = 0; j < n; ++j) {
@@ -265,13 +281,32 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
   if (cost.thread == EngineThread::kCompute) {
     const ComputeCost& cc = cost.compute;
     primary = cc.sfpu > cc.fpu ? Engine::kSfpu : Engine::kMatrix;
-    const double d = cc.Duration();
-    WaitCycles(d);
-    const double lead = cc.unpack / static_cast<double>(std::max<int64_t>(1, cc.tiles));
     const std::array<std::pair<Engine, double>, 4> parts = {
         {{Engine::kUnpack, cc.unpack}, {Engine::kMatrix, cc.fpu}, {Engine::kSfpu, cc.sfpu}, {Engine::kPack, cc.pack}}};
-    // Where each engine's share sits in the invocation: unpack leads, math follows a tile behind, pack ends it.
-    const std::array<double, 4> starts = {t2, t2 + lead, t2 + lead + cc.fpu, t2 + d - cc.pack};
+    if (sp.stream.streams()) {
+      // Row streaming (row_stream.h): the invocation may have started on its chain predecessors' row groups before
+      // they were pushed; its other inputs hold it back from when they were pushed, its outputs' space from now.
+      double floor = t2 > t1 ? t2 : 0.0;
+      for (int32_t r = inv.reads_begin; r < inv.reads_end; ++r) {
+        const int64_t g = global(sch.refs[r]);
+        if (g < 0 || sp.stream.Chained(inv.stage, sch.refs[r].buffer)) continue;
+        floor = std::max(floor, st.fifos[sch.refs[r].buffer].PushedAt(g));
+      }
+      row_spans_.clear();
+      const double end = st.stream.Place(sp.stream, inv.stage, cc, floor,
+                                         options_.record_spans ? &row_spans_ : nullptr);
+      for (const RowSpan& rs : row_spans_) Record(site, parts[rs.engine].first, inv, item, rs.start, rs.dur);
+      WaitCycles(end - Now());
+    } else {
+      const double d = cc.Duration();
+      WaitCycles(d);
+      const double lead = cc.unpack / static_cast<double>(std::max<int64_t>(1, cc.tiles));
+      // Where each engine's share sits in the invocation: unpack leads, math follows a tile behind, pack ends it.
+      const std::array<double, 4> starts = {t2, t2 + lead, t2 + lead + cc.fpu, t2 + d - cc.pack};
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (parts[i].second > 0) Record(site, parts[i].first, inv, item, starts[i], parts[i].second);
+      }
+    }
     bool any = false;
     for (size_t i = 0; i < parts.size(); ++i) {
       if (parts[i].second <= 0) continue;
@@ -279,11 +314,11 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
       part.busy += parts[i].second;
       ++part.invocations;
       any = true;
-      Record(site, parts[i].first, inv, item, starts[i], parts[i].second);
     }
     if (!any) ++st.engines[static_cast<int>(primary)].invocations;
     tot.flops += cc.flops;
-    tot.math_cycles += cc.fpu + cc.sfpu;
+    tot.fpu_cycles += cc.fpu;
+    tot.sfpu_cycles += cc.sfpu;
   } else {
     const bool write = std::holds_alternative<Store>(stage.op);
     primary = cost.thread == EngineThread::kWriter ? Engine::kWriter : Engine::kReader;
@@ -315,6 +350,7 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
     Fifo& f = st.fifos[b];
     f.pushed = g + 1;
     f.remaining.push_back(sch.ReadersOf(b, g, n_items));
+    f.pushed_at.push_back(Now());
     f.Advance();
   }
   for (int32_t r = inv.reads_begin; r < inv.reads_end; ++r) {
@@ -550,7 +586,9 @@ MachineResult Machine::Collect(const Composition& c, const Target& target) {
     ss->set_flops(t.flops);
     ss->set_dram_read_bytes(t.read_bytes);
     ss->set_dram_write_bytes(t.write_bytes);
-    const double cb = t.math_cycles / nsites;
+    const double math =
+        sp.stream.streams() ? std::max(t.fpu_cycles, t.sfpu_cycles) : t.fpu_cycles + t.sfpu_cycles;
+    const double cb = math / nsites;
     const double db = static_cast<double>(t.read_bytes + t.write_bytes) / p_.dram_bytes_per_cycle();
     proto::Roofline* rl = ss->mutable_roofline();
     rl->set_compute_bound_cycles(cb);
@@ -703,6 +741,7 @@ absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& tar
     sp.placement = PlaceItems(sec, target);
     for (const Stage& st : sec.stages) sp.costs.push_back(CostOf(sec, st, target, params));
     sp.multicast = GroupMulticasts(sec, sp.placement);
+    sp.stream = PlanRowStream(sec);
     plans.push_back(std::move(sp));
   }
 

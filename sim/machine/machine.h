@@ -7,7 +7,9 @@
 // Event-driven at stage-invocation granularity: a sequencer sleeps for an invocation's whole busy period
 // (wait(k cycles)) and on one event per site that FIFO state changes notify; nothing is woken per clock. Three
 // SC_THREADs per site plus one controller; DRAM channels are reservation calendars (first come, first served at
-// the channel's sustained bandwidth), not processes.
+// the channel's sustained bandwidth), not processes. In a section whose plan streams its rows (BlockPlan.stream_rows,
+// row_stream.h) a compute invocation is placed a row group at a time on the site's unpack, math and pack calendars,
+// and the compute sequencer sleeps until its last row group is packed.
 //
 // Multicast (Load.multicast, DESIGN §3.4): the receivers of one block wait for each other (each has reserved its
 // page, the semaphore tt-metal's sender waits on); then the sender reads it once from DRAM and sends it once down

@@ -24,7 +24,9 @@
 //    (BlockPlan.pack_row_sums, tt-metal SDPA's packer L1 accumulation): no unpack and no math of its own; its
 //    producer packs its page twice.
 //  - Compute stages pipeline unpack -> math -> pack per tile (the three TRISC threads of a Tensix): an
-//    invocation takes max(unpack, math, pack) + the other two spread over its tiles + the pipeline latency.
+//    invocation takes max(unpack, math, pack) + the other two spread over its tiles + the pipeline latency. Where
+//    the plan says stream_rows, the machine instead overlaps the section's compute stages a row group at a time on
+//    the three threads' calendars (row_stream.h); the costs here are the same.
 #ifndef SIM_MACHINE_STAGE_COST_H_
 #define SIM_MACHINE_STAGE_COST_H_
 

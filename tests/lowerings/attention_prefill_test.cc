@@ -104,6 +104,10 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     // probabilities it sums, as the machine's recognition needs.
     ASSERT_TRUE(s->plan.has_value());
     EXPECT_TRUE(s->plan->pack_row_sums);
+    // And its stages stream a query tile row at a time (BlockPlan.stream_rows, tt-metal's streaming kernel): the
+    // machine's row groups are the chunk's query tile rows.
+    EXPECT_TRUE(s->plan->stream_rows);
+    EXPECT_EQ(s->plan->per_site_m, qc);
     int sums = 0;
     for (size_t i = 0; i < s->stages.size(); ++i) {
       if (!absl::StartsWith(s->stages[i].name, "block_sum")) continue;

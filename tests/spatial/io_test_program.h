@@ -88,7 +88,7 @@ inline Composition RichComposition(RichIds* ids_out = nullptr) {
   t.AddEdge(d.finish, d.res, d.store_out);
 
   t.SetTrip(Trip{d.pos, 0, 1, 128, 31, 32}, 4);
-  t.SetPlan(BlockPlan{1, 4, 1, 1, 4, 1, 1, 4, 1, true, true});
+  t.SetPlan(BlockPlan{1, 4, 1, 1, 4, 1, 1, 4, 1, true, true, true});
   Section fold = t.Finish("rich_fold", WholeRow(4), Precision::kFp32,
                           NumericsClaim::Approx("bf16 storage, fp32 accumulation"));
 
