@@ -220,7 +220,7 @@ void Machine::Sequencer(int64_t site, int thread) {
     const auto& items = sp.placement.site_items[site];
     const auto& invs = sp.schedule.by_thread[thread];
     if (thread == static_cast<int>(EngineThread::kCompute) && sp.stream.streams()) {
-      sites_[site].stream.Reset(sp.stream, sp.section->stages.size(), Now());
+      sites_[site].stream.Reset(sp.stream, Now());
     }
     if (!invs.empty()) {
       const int64_t n = static_cast<int64_t>(items.size());

@@ -13,10 +13,10 @@ bool RowStreamPlan::Chained(int32_t stage, BufferId b) const {
 RowStreamPlan PlanRowStream(const Section& section) {
   RowStreamPlan plan;
   if (!section.plan || !section.plan->stream_rows) return plan;
-  plan.rows = std::clamp<int64_t>(section.plan->per_site_m, 1, kMaxStreamRows);
   const size_t n = section.stages.size();
   plan.deps.resize(n);
   plan.chained.resize(n);
+  plan.slot.assign(n, -1);
   auto computes = [&](size_t i) { return EngineThreadOf(section.stages[i]) == EngineThread::kCompute; };
   for (size_t s = 0; s < n; ++s) {
     const Stage& st = section.stages[s];
@@ -37,6 +37,13 @@ RowStreamPlan PlanRowStream(const Section& section) {
       }
     }
   }
+  for (const auto& d : plan.deps) {
+    for (const int32_t p : d) {
+      if (plan.slot[static_cast<size_t>(p)] < 0) plan.slot[static_cast<size_t>(p)] = plan.slots++;
+    }
+  }
+  const int64_t most = std::max<int64_t>(1, kMaxStreamSlotRows / std::max<int64_t>(1, plan.slots));
+  plan.rows = std::clamp<int64_t>(section.plan->per_site_m, 1, std::min(kMaxStreamRows, most));
   return plan;
 }
 
@@ -66,9 +73,9 @@ double ThreadCalendar::Book(double earliest, double length) {
   return start;
 }
 
-void RowStreamCalendar::Reset(const RowStreamPlan& plan, size_t stages, double now) {
+void RowStreamCalendar::Reset(const RowStreamPlan& plan, double now) {
   for (ThreadCalendar& t : threads_) t.Reset(now);
-  packed_.assign(stages * static_cast<size_t>(std::max<int64_t>(0, plan.rows)), now);
+  packed_.assign(static_cast<size_t>(plan.slots) * static_cast<size_t>(std::max<int64_t>(0, plan.rows)), now);
 }
 
 double RowStreamCalendar::Place(const RowStreamPlan& plan, int32_t stage, const ComputeCost& c, double floor,
@@ -80,12 +87,14 @@ double RowStreamCalendar::Place(const RowStreamPlan& plan, int32_t stage, const 
   // The three threads' shares of one row group: the pack thread runs the vector work, then packs.
   const double sfpu = c.sfpu / r_n, pack = c.pack / r_n;
   const double shares[3] = {c.unpack / r_n, c.fpu / r_n, sfpu + pack};
-  const size_t base = static_cast<size_t>(stage) * static_cast<size_t>(rows);
+  const int32_t slot = plan.slot[static_cast<size_t>(stage)];
   const auto& deps = plan.deps[static_cast<size_t>(stage)];
   double end = floor;
   for (int64_t r = 0; r < rows; ++r) {
     double ready = floor;
-    for (const int32_t d : deps) ready = std::max(ready, packed_[static_cast<size_t>(d) * rows + r]);
+    for (const int32_t d : deps) {
+      ready = std::max(ready, packed_[static_cast<size_t>(plan.slot[static_cast<size_t>(d)] * rows + r)]);
+    }
     double prev_start = ready, prev_end = ready, prev_share = 0;
     for (int t = 0; t < 3; ++t) {
       if (shares[t] <= 0) continue;
@@ -107,7 +116,7 @@ double RowStreamCalendar::Place(const RowStreamPlan& plan, int32_t stage, const 
       prev_end = stop;
       prev_share = shares[t];
     }
-    packed_[base + static_cast<size_t>(r)] = prev_end + c.latency;
+    if (slot >= 0) packed_[static_cast<size_t>(slot * rows + r)] = prev_end + c.latency;
     end = std::max(end, prev_end + c.latency);
   }
   return end;

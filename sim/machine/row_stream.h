@@ -40,6 +40,9 @@ struct RowStreamPlan {
   // not hold the stage back: the predecessor's row groups do).
   std::vector<std::vector<int32_t>> deps;
   std::vector<std::vector<BufferId>> chained;
+  // Per stage: where a chain predecessor's row groups are kept (-1: no stage reads them); `slots` of them.
+  std::vector<int32_t> slot;
+  int32_t slots = 0;
 
   bool streams() const { return rows > 0; }
   bool Chained(int32_t stage, BufferId b) const;
@@ -47,6 +50,9 @@ struct RowStreamPlan {
 
 // The most row groups a stage is cut into: finer than this changes a chain's fill by less than 1/64 of a stage.
 inline constexpr int64_t kMaxStreamRows = 64;
+// The most predecessors' row groups a site keeps (slots x rows): a section of very many chain predecessors is cut
+// into fewer row groups rather than given a calendar the size of its program on every site.
+inline constexpr int64_t kMaxStreamSlotRows = 4096;
 
 // rows = 0 unless the section's plan says stream_rows.
 RowStreamPlan PlanRowStream(const Section& section);
@@ -77,7 +83,7 @@ inline constexpr size_t kMaxCalendarIntervals = 512;
 class RowStreamCalendar {
  public:
   // At a section's start: every thread free at `now`, no row group packed.
-  void Reset(const RowStreamPlan& plan, size_t stages, double now);
+  void Reset(const RowStreamPlan& plan, double now);
   // Places an invocation of `stage` whose other inputs were pushed by `floor`; returns when its last row group is
   // packed, plus the latency: when its pages are pushed. Appends each row group's engine shares to `spans` if given.
   double Place(const RowStreamPlan& plan, int32_t stage, const ComputeCost& c, double floor,
@@ -85,7 +91,7 @@ class RowStreamCalendar {
 
  private:
   std::array<ThreadCalendar, 3> threads_;  // unpack, math, pack
-  std::vector<double> packed_;  // [stage * rows + r]: when the stage's latest invocation packed row group r
+  std::vector<double> packed_;  // [slot * rows + r]: when the stage's latest invocation packed row group r
 };
 
 }  // namespace spatial

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sim/machine/stage_cost.h"
 #include "sim/simulate.h"
@@ -106,12 +107,35 @@ TEST(RowStream, TheExpReadsTheProductRowByRow) {
   EXPECT_EQ(plan.deps[3], std::vector<int32_t>{2});
   EXPECT_TRUE(plan.Chained(3, c.sections[0].stages[2].outs[0]));
   EXPECT_FALSE(plan.Chained(2, c.sections[0].stages[0].outs[0]));
+  // Only the product's row groups are kept: the exp's are read by no stage.
+  EXPECT_EQ(plan.slots, 1);
+  EXPECT_EQ(plan.slot[2], 0);
+  EXPECT_EQ(plan.slot[3], -1);
   EXPECT_FALSE(PlanRowStream(ProductThenExp(0, false).sections[0]).streams());
   // Row groups are tile rows of the plan's block, at least one and at most kMaxStreamRows.
   EXPECT_EQ(PlanRowStream(ProductThenExp(1000, false).sections[0]).rows, kMaxStreamRows);
   Composition none = ProductThenExp(8, false);
   none.sections[0].plan->per_site_m = 0;
   EXPECT_EQ(PlanRowStream(none.sections[0]).rows, 1);
+}
+
+// A chain of many stages keeps fewer row groups, so a site's record of them stays bounded whatever the program.
+TEST(RowStream, ALongChainIsCutIntoFewerRowGroups) {
+  Template t(32, 32);
+  const int64_t n = 1000;
+  std::vector<BufferId> bufs;
+  for (int64_t i = 0; i <= n; ++i) bufs.push_back(t.AddScratch(absl::StrCat("b", i), 1, Precision::kFp32));
+  t.AddGeneric("s0", HeadSpace(32, 32), {}, {}, IdentMap(32), Const(1.0), bufs[0]);
+  for (int64_t i = 1; i <= n; ++i) {
+    t.AddGeneric(absl::StrCat("s", i), HeadSpace(32, 32), {bufs[i - 1]}, {IdentMap(32)}, IdentMap(32),
+                 Unary(SfpuKind::Exp(), Op(0)), bufs[i]);
+  }
+  t.SetPlan(BlockPlan{.per_site_m = 64, .stream_rows = true});
+  const Section s = t.Finish("long", {WorkItem{}}, Precision::kFp32, NumericsClaim::Approx("exp"));
+  const RowStreamPlan plan = PlanRowStream(s);
+  EXPECT_EQ(plan.slots, n);
+  EXPECT_EQ(plan.rows, kMaxStreamSlotRows / n);
+  EXPECT_LE(plan.slots * plan.rows, kMaxStreamSlotRows);
 }
 
 // The product is matrix-bound, the exp SFPU-bound. Run one after the other they take the sum of their durations;
@@ -161,7 +185,7 @@ TEST(RowStream, APlacementStartsNoEarlierThanItsFloorOrItsPredecessorsRows) {
   const Composition c = ProductThenExp(8, false);
   const RowStreamPlan plan = PlanRowStream(c.sections[0]);
   RowStreamCalendar cal;
-  cal.Reset(plan, c.sections[0].stages.size(), 0);
+  cal.Reset(plan, 0);
   const ComputeCost mm{.unpack = 800, .fpu = 1600, .pack = 80, .latency = 10, .tiles = 64};
   const ComputeCost ex{.unpack = 80, .sfpu = 400, .pack = 80, .latency = 10, .tiles = 64};
   std::vector<RowSpan> spans;
@@ -173,7 +197,7 @@ TEST(RowStream, APlacementStartsNoEarlierThanItsFloorOrItsPredecessorsRows) {
   EXPECT_GE(exp_now, product + (80 + 400 + 80) / 8.0);
   EXPECT_LE(exp_now, product + (80 + 400 + 80) / 8.0 + 20);
   // With its other input arriving late, all of it after that input.
-  cal.Reset(plan, c.sections[0].stages.size(), 0);
+  cal.Reset(plan, 0);
   cal.Place(plan, 2, mm, 0, nullptr);
   EXPECT_GE(cal.Place(plan, 3, ex, 5000, nullptr), 5000 + 80 / 8.0 + 400 + 80);
 }
