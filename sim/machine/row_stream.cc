@@ -54,9 +54,10 @@ void ThreadCalendar::Reset(double now) {
 
 double ThreadCalendar::Book(double earliest, double length) {
   double start = std::max(earliest, horizon_);
-  auto it = busy_.begin();
-  // Skip the intervals that end before the candidate start; then try each gap in turn.
-  while (it != busy_.end() && it->second <= start) ++it;
+  // The intervals are disjoint and sorted, so their ends are too: skip those that end by the candidate start, then
+  // try each gap in turn.
+  auto it = std::partition_point(busy_.begin(), busy_.end(),
+                                 [start](const std::pair<double, double>& iv) { return iv.second <= start; });
   for (;; ++it) {
     const double end = start + length;
     if (it == busy_.end() || end <= it->first) {

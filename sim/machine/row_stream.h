@@ -17,8 +17,11 @@
 //  - a row group takes the earliest gap on its thread's calendar where it fits. The kernel's threads run its row
 //    groups in row-major order (for row group r: the exp of r - 1, the product of r, the maximum of r, ...; then the
 //    value product of r and the correction of r - 1), so a thread does not wait for every row group of one stage
-//    before the next stage's first; the machine runs the program's stages one after another, and the gaps let a
-//    later stage's early row groups slot in beside an earlier stage's late ones, as that order does.
+//    before the next stage's first; the machine places the program's stages one after another, and the gaps let a
+//    later stage's early row groups slot in beside an earlier stage's late ones. Where an earlier stage keeps a
+//    thread busy back to back (the QK product on the matrix engine), a later stage's row groups on that thread wait
+//    for all of it, where the kernel's order would slip them in between: the model errs slow there (on Wormhole the
+//    matrix engine idles ~5-7 k cycles of a ~60 k-cycle 8 x 16-tile prefill block, whose products are 49 k).
 // The stage's pages are pushed when its last row group is packed (plus the pipeline latency). A thread's calendar
 // never holds two row groups at once.
 #ifndef SIM_MACHINE_ROW_STREAM_H_
