@@ -41,6 +41,8 @@ SectionContext::SectionContext(const Composition& c, int index, const Target& t,
     min_blocks = ToInt64(std::clamp<Wide>(blocks.lo, 0, s.num_blocks));
     max_blocks = ToInt64(std::clamp<Wide>(blocks.hi, 0, s.num_blocks));
   }
+  // An item that folds fewer blocks of its own (WorkItem.blocks) is the fewest some item runs.
+  for (const WorkItem& w : s.items) min_blocks = std::min(min_blocks, ItemBlocks(w, min_blocks));
 }
 
 int64_t SectionContext::TensorTiles(TensorId t) const {

@@ -2,6 +2,7 @@
 // body once per block, epilogue once), carried buffers are initialized in the prologue, index FIFOs have one
 // reader, and hand-off edges point forward. Linear: per buffer, the first writer of each phase answers every
 // "is there an earlier write" question in O(1).
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -70,10 +71,12 @@ void CheckDataflow(SectionContext& ctx) {
                               StageRef(s, f.body), " rewrites it, but no prologue stage initializes it"));
       } else if (st.phase == Phase::kEpilogue && f.body >= 0 && ctx.min_blocks < 1 &&
                  !(f.epilogue >= 0 && f.epilogue < i)) {
+        const bool by_item = std::any_of(s.items.begin(), s.items.end(), [](const WorkItem& w) { return w.blocks == 0; });
         ctx.Diag(codes::kUninitializedCarry, i, field, "a prologue stage that writes it",
                  "written only in the fold body, which may run 0 blocks",
-                 absl::StrCat("buffer '", name, "' is written only by the fold body (", StageRef(s, f.body),
-                              ") and the trip admits 0 blocks, so the epilogue can read it unwritten"));
+                 absl::StrCat("buffer '", name, "' is written only by the fold body (", StageRef(s, f.body), ") and ",
+                              by_item ? "an item folds 0 blocks of its own" : "the trip admits 0 blocks",
+                              ", so the epilogue can read it unwritten"));
       } else if (self_writes && writers.front() >= i) {
         ctx.Diag(codes::kUninitializedCarry, i, field, "an earlier stage that writes it",
                  "read before its first write",

@@ -202,7 +202,7 @@ void AppendStage(std::string* out, const Section& s, size_t i) {
 
 std::string ItemToString(const WorkItem& w) {
   return absl::StrCat("#", w.id, " (", w.y, ",", w.x, ") -> [", w.out.row0_t, ",", w.out.col0_t, " ", w.out.h_t, "x",
-                      w.out.w_t, "]");
+                      w.out.w_t, "]", w.blocks >= 0 ? absl::StrCat(" blocks ", w.blocks) : "");
 }
 
 }  // namespace

@@ -226,6 +226,8 @@ struct WorkItem {
   int64_t y = 0;
   int64_t x = 0;
   TileRect out;
+  // The fold blocks this item runs (proto WorkItem.blocks; spatial/semantics/trip.h ItemBlocks); -1: the section's.
+  int64_t blocks = -1;
   friend bool operator==(const WorkItem&, const WorkItem&) = default;
 };
 

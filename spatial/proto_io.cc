@@ -465,6 +465,7 @@ proto::Section SectionToProto(const Section& s) {
     r->set_col0_t(w.out.col0_t);
     r->set_h_t(w.out.h_t);
     r->set_w_t(w.out.w_t);
+    if (w.blocks >= 0) pw->set_blocks(w.blocks);
   }
   p.set_num_blocks(s.num_blocks);
   if (s.trip) {
@@ -536,8 +537,9 @@ absl::StatusOr<Section> SectionFromProto(const proto::Section& p) {
   for (const proto::Edge& e : p.edges()) s.edges.push_back(Edge{e.from_stage(), e.buffer(), e.to_stage()});
   s.items.reserve(p.items_size());
   for (const proto::WorkItem& w : p.items()) {
-    s.items.push_back(
-        WorkItem{w.id(), w.y(), w.x(), TileRect{w.out().row0_t(), w.out().col0_t(), w.out().h_t(), w.out().w_t()}});
+    s.items.push_back(WorkItem{w.id(), w.y(), w.x(),
+                               TileRect{w.out().row0_t(), w.out().col0_t(), w.out().h_t(), w.out().w_t()},
+                               w.has_blocks() ? w.blocks() : -1});
   }
   s.num_blocks = p.num_blocks();
   if (p.has_trip()) {

@@ -27,12 +27,6 @@ namespace {
 // The last query row's limit: every position a block reads lies below it.
 int64_t LastLimit(const FlashGeometry& g) { return g.limit ? g.limit->value + g.q.rows - 1 : g.l; }
 
-// The chunks of query tiles one section takes: enough heads' items to fill the grid (a section of fewer items than
-// sites leaves sites idle through every block), and at most 32 sections.
-int64_t ChunkRange(int64_t chunks, int64_t per_row, int64_t sites) {
-  return std::min(chunks, std::max<int64_t>({1, CeilDiv(sites, per_row), CeilDiv(chunks, 32)}));
-}
-
 // How one item covers the cache and its queries: qc query tiles (a chunk) against blocks of kb tile rows, its values
 // vt tiles a page.
 struct Chunking {
@@ -377,15 +371,34 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // The items of a chunk read the same scaler, limit and head tables (no step on ITEM_X).
   MulticastSharedPrologue(t, LoopVar::kItemX);
 
+  // ★ CAUSAL TRIPS PER ITEM: a chunk folds only the blocks its last row sees (WorkItem.blocks), the section's count
+  // being the last chunk's. (With edges every chunk folds the `lead` blocks its first row sees whole, then the
+  // edges: no item's count differs.) The items go round robin over the sites, heaviest first, each round of `sites` items in
+  // turn reversed (a snake): every site gets about the same number of blocks (tt-metal's causal balancing pairs
+  // chunks i and n - 1 - i on a core to the same end), and the items that share a K/V block stream — the heads of a
+  // group, the chunks of equal count — run at the same ordinal.
   std::vector<WorkItem> items;
   for (int64_t chunk = range.first; chunk < range.last; ++chunk) {
+    const int64_t last_row = std::min((chunk + 1) * qc * tr, g.q.rows) - 1;
+    const int64_t own =
+        g.limit && range.edges == 0 ? std::min(blocks, CeilDiv(g.limit->value + last_row, kb * tr)) : blocks;
     for (int64_t h = 0; h < fi.per_row; ++h) {
       const int64_t y = grouped ? chunk * group + h % group : chunk;
       const int64_t x = grouped ? h / group : h;
-      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = x,
-                               .out = TileRect{.row0_t = chunk * qc, .col0_t = h * v_t, .h_t = qc, .w_t = v_t}});
+      items.push_back(WorkItem{.y = y, .x = x,
+                               .out = TileRect{.row0_t = chunk * qc, .col0_t = h * v_t, .h_t = qc, .w_t = v_t},
+                               .blocks = own < blocks ? own : -1});
     }
   }
+  const auto count = [blocks](const WorkItem& w) { return w.blocks < 0 ? blocks : w.blocks; };
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const WorkItem& a, const WorkItem& b) { return count(a) > count(b); });
+  const int64_t sites = target.sites();
+  for (int64_t round = 1; round * sites < static_cast<int64_t>(items.size()); round += 2) {
+    const auto first = items.begin() + round * sites;
+    std::reverse(first, first + std::min<int64_t>(sites, static_cast<int64_t>(items.size()) - round * sites));
+  }
+  for (size_t i = 0; i < items.size(); ++i) items[i].id = static_cast<int64_t>(i);
   // No placement grid: the items go round robin, so the chunks of a head that run together sit on many sites. No
   // sub-block either: each product takes tt-metal's own for its page (SubBlockOf, sim/machine/stage_cost.cc). The
   // value products accumulate onto the running output with the packer (pack_accumulate: no reload), and the block's
@@ -461,25 +474,21 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
     return a.qc != b.qc ? a.qc > b.qc : a.vt > b.vt;
   });
   for (const Chunking& ch : candidates) {
-    const int64_t chunks = fi.tiles_q / ch.qc;
-    const int64_t per = g.limit ? ChunkRange(chunks, fi.per_row, target.sites()) : chunks;
-    std::vector<Composition> parts;
-    bool fits = true;
-    for (int64_t first = 0; first < chunks && fits; first += per) {
-      Range r{.first = first, .last = std::min(chunks, first + per)};
-      // The range's last row sees the positions below its limit: the blocks that cover them.
-      const int64_t last_row = std::min(r.last * ch.qc * tr, g.q.rows) - 1;
-      const int64_t limit = g.limit ? g.limit->value + last_row : g.l;
-      r.blocks = CeilDiv(limit, ch.kb * tr);
-      r.edges = EdgeBlocks(g, ch, r, tr);
-      ASSIGN_OR_RETURN(Composition s, PrefillSection(names, g, tag, target, ch, r));
-      fits = FitSectionToSite(s.sections[0], target) &&
-             !ExceedsCircularBuffers(s.sections[0], target.proto().num_cbs());
-      parts.push_back(std::move(s));
+    // One section of every chunk: each item folds only its chunk's blocks (WorkItem.blocks), so no range of chunks
+    // needs a section of its own.
+    Range r{.first = 0, .last = fi.tiles_q / ch.qc};
+    // The last row sees the positions below its limit: the blocks that cover them.
+    const int64_t last_row = std::min(r.last * ch.qc * tr, g.q.rows) - 1;
+    const int64_t limit = g.limit ? g.limit->value + last_row : g.l;
+    r.blocks = CeilDiv(limit, ch.kb * tr);
+    // Edges only where every chunk folds the same blocks (the first chunk's last row sees the last block too);
+    // otherwise each item folds its own count, every block masked.
+    const int64_t first_last_row = std::min(ch.qc * tr, g.q.rows) - 1;
+    if (!g.limit || CeilDiv(g.limit->value + first_last_row, ch.kb * tr) == r.blocks) r.edges = EdgeBlocks(g, ch, r, tr);
+    ASSIGN_OR_RETURN(Composition s, PrefillSection(names, g, tag, target, ch, r));
+    if (FitSectionToSite(s.sections[0], target) && !ExceedsCircularBuffers(s.sections[0], target.proto().num_cbs())) {
+      return s;
     }
-    if (!fits) continue;
-    std::string name = parts.front().name;
-    return ComposeSections(std::move(name), std::move(parts), target);
   }
   return NotLowered("a prefill fold whose narrowest block does not fit a site");
 }

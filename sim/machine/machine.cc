@@ -94,8 +94,9 @@ struct SiteState {
 struct SectionPlan {
   const Section* section = nullptr;
   int64_t blocks = 0;
-  SectionSchedule schedule;
+  SectionSchedules schedules;  // one per number of blocks its items fold
   Placement placement;
+  std::vector<SitePages> pages;  // per site
   std::vector<StageCost> costs;
   std::vector<MulticastGroups> multicast;  // by stage; empty for a stage that is not a multicast Load
   RowStreamPlan stream;
@@ -152,8 +153,8 @@ class Machine : public sc_core::sc_module {
  private:
   void Controller();
   void Sequencer(int64_t site, int thread);
-  void Execute(int64_t site, int thread, const SectionPlan& sp, int64_t ordinal, int64_t n_items,
-               const WorkItem& item, const Invocation& inv);
+  void Execute(int64_t site, int thread, const SectionPlan& sp, int64_t ordinal, const WorkItem& item,
+               const Invocation& inv);
   // Moves a Load's or Store's tiles over the DRAM channels and the site's link; returns when it is done.
   void Transfer(int64_t site, const Stage& stage, const StageCost& cost,
                 const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall);
@@ -218,28 +219,27 @@ void Machine::Sequencer(int64_t site, int thread) {
     if (finished_) return;
     const SectionPlan& sp = plans_[current_];
     const auto& items = sp.placement.site_items[site];
-    const auto& invs = sp.schedule.by_thread[thread];
     if (thread == static_cast<int>(EngineThread::kCompute) && sp.stream.streams()) {
       sites_[site].stream.Reset(sp.stream, Now());
     }
-    if (!invs.empty()) {
-      const int64_t n = static_cast<int64_t>(items.size());
-      for (int64_t j = 0; j < n; ++j) {
-        const WorkItem& item = sp.section->items[items[j]];
-        for (const Invocation& inv : invs) Execute(site, thread, sp, j, n, item, inv);
-      }
+    const int64_t n = static_cast<int64_t>(items.size());
+    for (int64_t j = 0; j < n; ++j) {
+      const WorkItem& item = sp.section->items[items[j]];
+      for (const Invocation& inv : sp.schedules.Of(items[j]).by_thread[thread]) Execute(site, thread, sp, j, item, inv);
     }
     if (--active_ == 0) done_.notify();
   }
 }
 
-void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t ordinal, int64_t n_items,
-                      const WorkItem& item, const Invocation& inv) {
+void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t ordinal, const WorkItem& item,
+                      const Invocation& inv) {
   SiteState& st = sites_[site];
   sc_core::sc_event& changed = *events_[site];
-  const SectionSchedule& sch = sp.schedule;
+  const auto& site_items = sp.placement.site_items[site];
+  const SectionSchedule& sch = sp.schedules.Of(site_items[ordinal]);
+  const SitePages& pages = sp.pages[site];
   WaitInfo& waiting = st.waiting[thread];
-  auto global = [&](const PageRef& r) { return ordinal * sch.writes_per_item[r.buffer] + r.version; };
+  auto global = [&](const PageRef& r) { return pages.Global(sp.schedules, ordinal, r); };
 
   // Wait for every input page (cb_wait_front).
   const double t0 = Now();
@@ -349,7 +349,7 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
     const int64_t g = global(sch.refs[w]);
     Fifo& f = st.fifos[b];
     f.pushed = g + 1;
-    f.remaining.push_back(sch.ReadersOf(b, g, n_items));
+    f.remaining.push_back(pages.Readers(sp.schedules, site_items, ordinal, sch.refs[w]));
     f.pushed_at.push_back(Now());
     f.Advance();
   }
@@ -647,7 +647,7 @@ absl::Status CheckRunLength(const std::vector<SectionPlan>& plans, const Machine
   const double slowest = std::min(p.channel_bytes_per_cycle, p.link_bytes_per_cycle);
   for (const SectionPlan& sp : plans) {
     double item = 0;
-    for (const auto& invs : sp.schedule.by_thread) {
+    for (const auto& invs : sp.schedules.by_count[0].by_thread) {
       for (const Invocation& inv : invs) {
         const StageCost& c = sp.costs[inv.stage];
         item += c.thread == EngineThread::kCompute
@@ -737,10 +737,11 @@ absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& tar
       blocks = options.blocks_per_section[s];
     }
     sp.blocks = blocks;
-    ASSIGN_OR_RETURN(sp.schedule, BuildSchedule(sec, blocks));
+    ASSIGN_OR_RETURN(sp.schedules, BuildSchedules(sec, blocks));
     sp.placement = PlaceItems(sec, target);
+    for (const auto& items : sp.placement.site_items) sp.pages.emplace_back(sp.schedules, items, sec.buffers.size());
     for (const Stage& st : sec.stages) sp.costs.push_back(CostOf(sec, st, target, params));
-    sp.multicast = GroupMulticasts(sec, sp.placement);
+    sp.multicast = GroupMulticasts(sec, sp.placement, blocks);
     sp.stream = PlanRowStream(sec);
     plans.push_back(std::move(sp));
   }

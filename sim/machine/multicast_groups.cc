@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 #include <utility>
+
+#include "spatial/semantics/trip.h"
 
 namespace spatial {
 
-std::vector<MulticastGroups> GroupMulticasts(const Section& s, const Placement& pl) {
+std::vector<MulticastGroups> GroupMulticasts(const Section& s, const Placement& pl, int64_t blocks) {
   std::vector<MulticastGroups> out(s.stages.size());
   // Where each item runs: its site and its ordinal there.
   std::vector<int64_t> site_of(s.items.size(), -1), ordinal_of(s.items.size(), -1);
@@ -23,13 +26,15 @@ std::vector<MulticastGroups> GroupMulticasts(const Section& s, const Placement& 
     const bool along_x = load->multicast == LoopVar::kItemX;
     MulticastGroups& mg = out[si];
     mg.group_of_item.assign(s.items.size(), -1);
-    std::map<std::pair<int64_t, int64_t>, int32_t> ids;  // (ordinal, the other coordinate) -> group
+    // (ordinal, the other coordinate, the blocks the item folds) -> group
+    std::map<std::tuple<int64_t, int64_t, int64_t>, int32_t> ids;
     std::vector<int64_t> lowest;                          // the sender's axis coordinate
     for (size_t k = 0; k < s.items.size(); ++k) {
       if (site_of[k] < 0) continue;
       const int64_t other = along_x ? s.items[k].y : s.items[k].x;
       const int64_t along = along_x ? s.items[k].x : s.items[k].y;
-      auto [it, fresh] = ids.try_emplace({ordinal_of[k], other}, static_cast<int32_t>(mg.size.size()));
+      auto [it, fresh] =
+          ids.try_emplace({ordinal_of[k], other, ItemBlocks(s.items[k], blocks)}, static_cast<int32_t>(mg.size.size()));
       if (fresh) {
         mg.size.push_back(0);
         mg.sender_site.push_back(site_of[k]);

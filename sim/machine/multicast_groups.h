@@ -11,10 +11,11 @@
 
 namespace spatial {
 
-// The receivers of one multicast Load (DESIGN §3.4): items that differ only in the multicast axis and run at the
-// same ordinal on their sites. Grouping by ordinal keeps the handshake deadlock-free: every site runs its items,
-// blocks and stages in the same (ordinal, block, stage) order, so every member of a group reaches it having
-// passed only groups of lower rank. Members on one site would serialize, so a group never spans one.
+// The receivers of one multicast Load (DESIGN §3.4): items that differ only in the multicast axis, run at the
+// same ordinal on their sites and fold the same blocks (WorkItem.blocks). Grouping by ordinal keeps the handshake
+// deadlock-free: every site runs its items, blocks and stages in the same (ordinal, block, stage) order, so every
+// member of a group reaches it having passed only groups of lower rank; grouping by the fold count makes every
+// member reach each block of it. Members on one site would serialize, so a group never spans one.
 struct MulticastGroups {
   std::vector<int32_t> group_of_item;  // by section item index; -1: the item reads its own block
   std::vector<int32_t> size;           // members per group
@@ -22,9 +23,9 @@ struct MulticastGroups {
   std::vector<int64_t> span_hops;      // router hops from the sender to its farthest receiver
 };
 
-// The multicast groups of every multicast Load of the section, by stage (empty for other stages). A group of one
-// is no multicast: its item's group is -1.
-std::vector<MulticastGroups> GroupMulticasts(const Section& s, const Placement& pl);
+// The multicast groups of every multicast Load of the section, by stage (empty for other stages), on a run that
+// folds `blocks` blocks. A group of one is no multicast: its item's group is -1.
+std::vector<MulticastGroups> GroupMulticasts(const Section& s, const Placement& pl, int64_t blocks);
 
 }  // namespace spatial
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "spatial/semantics/trip.h"
+#include "spatial/status_macros.h"
 
 namespace spatial {
 
@@ -114,6 +116,58 @@ absl::StatusOr<SectionSchedule> BuildSchedule(const Section& section, int64_t bl
   for (int s : epilogue) emit(s, -1);
   sch.writes_per_item = written;
   return sch;
+}
+
+absl::StatusOr<SectionSchedules> BuildSchedules(const Section& section, int64_t blocks) {
+  SectionSchedules out;
+  ASSIGN_OR_RETURN(SectionSchedule all, BuildSchedule(section, blocks));
+  out.by_count.push_back(std::move(all));
+  std::vector<int64_t> counts = {std::max<int64_t>(0, blocks)};
+  out.of_item.reserve(section.items.size());
+  for (const WorkItem& w : section.items) {
+    const int64_t n = ItemBlocks(w, std::max<int64_t>(0, blocks));  // spatial/semantics/trip.h
+    auto it = std::find(counts.begin(), counts.end(), n);
+    if (it == counts.end()) {
+      ASSIGN_OR_RETURN(SectionSchedule fewer, BuildSchedule(section, n));
+      out.by_count.push_back(std::move(fewer));
+      counts.push_back(n);
+      it = counts.end() - 1;
+    }
+    out.of_item.push_back(static_cast<int32_t>(it - counts.begin()));
+  }
+  return out;
+}
+
+SitePages::SitePages(const SectionSchedules& s, const std::vector<int64_t>& items, size_t buffers)
+    : buffers_(buffers) {
+  if (s.uniform()) return;
+  first_.assign(items.size() * buffers, 0);
+  for (size_t j = 1; j < items.size(); ++j) {
+    const SectionSchedule& prev = s.Of(items[j - 1]);
+    for (size_t b = 0; b < buffers; ++b) first_[j * buffers + b] = first_[(j - 1) * buffers + b] + prev.writes_per_item[b];
+  }
+}
+
+int64_t SitePages::Global(const SectionSchedules& s, int64_t ordinal, const PageRef& r) const {
+  if (first_.empty()) return ordinal * s.by_count[0].writes_per_item[r.buffer] + r.version;
+  return first_[static_cast<size_t>(ordinal) * buffers_ + static_cast<size_t>(r.buffer)] + r.version;
+}
+
+int64_t SitePages::Readers(const SectionSchedules& s, const std::vector<int64_t>& items, int64_t ordinal,
+                           const PageRef& r) const {
+  const int64_t n = static_cast<int64_t>(items.size());
+  if (first_.empty()) return s.by_count[0].ReadersOf(r.buffer, Global(s, ordinal, r), n);
+  const SectionSchedule& own = s.Of(items[ordinal]);
+  const size_t b = static_cast<size_t>(r.buffer);
+  int64_t readers = own.readers[b][static_cast<size_t>(r.version + 1)];
+  if (r.version != own.writes_per_item[b] - 1) return readers;
+  // The items after it read this page before their first write of b; one that never writes b passes it on.
+  for (int64_t j = ordinal + 1; j < n; ++j) {
+    const SectionSchedule& next = s.Of(items[j]);
+    readers += next.readers[b][0];
+    if (next.writes_per_item[b] > 0) break;
+  }
+  return readers;
 }
 
 }  // namespace spatial

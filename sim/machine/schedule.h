@@ -58,6 +58,33 @@ inline constexpr int64_t kMaxInvocationsPerItem = int64_t{1} << 24;
 // on a fold too long to expand.
 absl::StatusOr<SectionSchedule> BuildSchedule(const Section& section, int64_t blocks);
 
+// A section's schedules when its items fold different numbers of blocks (WorkItem.blocks): one per count.
+struct SectionSchedules {
+  std::vector<SectionSchedule> by_count;  // [0]: the run's own count; then each fewer count an item folds
+  std::vector<int32_t> of_item;           // per item: its schedule in by_count
+  bool uniform() const { return by_count.size() == 1; }
+  const SectionSchedule& Of(int64_t item) const { return by_count[static_cast<size_t>(of_item[item])]; }
+};
+absl::StatusOr<SectionSchedules> BuildSchedules(const Section& section, int64_t blocks);
+
+// The page numbering of one site's items (in the order it runs them): version v of buffer b written by the item at
+// ordinal j is global version first[j][b] + v, and a read of v = -1 sees the page the items before it wrote last.
+// `items` are the site's, by ordinal; every call takes the same schedules and items the numbering was built from.
+class SitePages {
+ public:
+  SitePages() = default;
+  SitePages(const SectionSchedules& s, const std::vector<int64_t>& items, size_t buffers);
+  int64_t Global(const SectionSchedules& s, int64_t ordinal, const PageRef& r) const;
+  // The reader invocations of the page: those of its own item, and where it is that item's last write of the
+  // buffer, the reads of it by the items after (before each writes the buffer itself).
+  int64_t Readers(const SectionSchedules& s, const std::vector<int64_t>& items, int64_t ordinal,
+                  const PageRef& r) const;
+
+ private:
+  size_t buffers_ = 0;
+  std::vector<int64_t> first_;  // [ordinal * buffers + b]; empty where every item runs the same schedule
+};
+
 }  // namespace spatial
 
 #endif  // SIM_MACHINE_SCHEDULE_H_

@@ -504,14 +504,15 @@ class Runner {
     }
   }
 
-  // Item `item`'s prologue, nb body blocks and epilogue, on worker w.
+  // Item `item`'s prologue, its body blocks of the section's nb (ItemBlocks) and its epilogue, on worker w.
   absl::Status RunItem(CompiledSection& cs, Worker& w, int64_t item, int64_t nb,
                        std::vector<std::unique_ptr<vi::StoreClaims>>* claims) {
     const Section& s = *cs.s;
     for (BufferState& b : *w.buffers) b.written = false;
     Bindings vars{s.items[item].y, s.items[item].x, 0};
     for (int stage : cs.phase[0]) RETURN_IF_ERROR(RunStage(cs, w, item, stage, vars, claims));
-    for (int64_t block = 0; block < nb; ++block) {
+    const int64_t blocks = ItemBlocks(s.items[item], nb);  // spatial/semantics/trip.h
+    for (int64_t block = 0; block < blocks; ++block) {
       vars.kblock = block;
       for (int stage : cs.phase[1]) RETURN_IF_ERROR(RunStage(cs, w, item, stage, vars, claims));
     }

@@ -1,5 +1,5 @@
 // The one meaning of a fold's trip (DESIGN §3.5): how many blocks a section folds when its count is read at run
-// time. The VM, the simulator and the certifier all count blocks here.
+// time, and how many of them one item runs. The VM, the simulator and the certifier all count blocks here.
 #ifndef SPATIAL_SEMANTICS_TRIP_H_
 #define SPATIAL_SEMANTICS_TRIP_H_
 
@@ -21,6 +21,12 @@ Interval TripBlockRange(const Trip& t);
 // caller names the section) when the value is not an integer, lies outside [lo, hi], or would fold more than the
 // section's num_blocks (the loads are proven for those only).
 absl::StatusOr<int64_t> RunTripBlocks(const Trip& t, int64_t num_blocks, double value);
+
+// The blocks `item` runs of a section run folding `section_blocks`: its own count where it gives one (WorkItem.blocks,
+// a causal chunk's), never more than the section's; else all of them.
+inline int64_t ItemBlocks(const WorkItem& item, int64_t section_blocks) {
+  return item.blocks >= 0 && item.blocks < section_blocks ? item.blocks : section_blocks;
+}
 
 }  // namespace spatial
 

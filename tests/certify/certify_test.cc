@@ -213,6 +213,28 @@ TEST(Carry, EpilogueReadsBodyOnlyBufferWhenTripAdmitsZeroBlocks) {
   EXPECT_EQ(r.diagnostics[0].stage(), "copy");
 }
 
+// The same where an item folds no block of its own (WorkItem.blocks = 0): its epilogue reads an unwritten page.
+TEST(Carry, EpilogueReadsBodyOnlyBufferWhenAnItemFoldsZeroBlocks) {
+  for (const int64_t own : {1, 0}) {
+    Fold2 p(/*with_init=*/false);
+    Section& s = p.t.mutable_section();
+    std::get<Generic>(s.stages[p.fold].op).body = Op(0);
+    s.stages[p.fold].ins = {p.in};
+    std::get<Generic>(s.stages[p.fold].op).ins = {At(0)};
+    Composition c = p.Build();
+    c.sections[0].items[0].blocks = own;
+    CertifyResult r = Certify(c, Tiny());
+    if (own == 1) {
+      EXPECT_TRUE(r.ok()) << Explain(r);
+      continue;
+    }
+    ASSERT_TRUE(OnlyCode(r, "UNINITIALIZED_CARRY"));
+    EXPECT_EQ(r.diagnostics[0].stage(), "copy");
+    EXPECT_NE(r.diagnostics[0].message().find("an item folds 0 blocks of its own"), std::string::npos)
+        << r.diagnostics[0].message();
+  }
+}
+
 TEST(Dangling, ReadButNeverWritten) {
   Scale2 p;
   const BufferId ghost = p.t.AddBuffer("ghost", 1, Precision::kBf16);

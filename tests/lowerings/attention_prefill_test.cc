@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "lowerings/attention/flash_prefill.h"
 #include "spatial/maps.h"
+#include "spatial/semantics/trip.h"
 #include "tests/lowerings/attention_check.h"
 
 namespace spatial::testing {
@@ -42,6 +43,11 @@ int64_t EdgesOf(const Section& s) {
 // The blocks a section computes: the fold's (or its one block) and the edges.
 int64_t BlocksOf(const Section& s) { return (s.has_fold() ? s.num_blocks : 1) + EdgesOf(s); }
 
+// The blocks one item of it computes: its own fold count (WorkItem.blocks), else the section's.
+int64_t ItemBlocksOf(const Section& s, const WorkItem& it) {
+  return it.blocks >= 0 ? ItemBlocks(it, s.num_blocks) + EdgesOf(s) : BlocksOf(s);
+}
+
 // Every section computes exactly the blocks its last query row sees, its K/V loads are multicast along ITEM_Y (the
 // chunks of a head), its items are (chunk, head) pairs, and together the sections cover every query tile of every
 // head once. With edges, the fold's blocks are unmasked (every row of the range sees them whole) and each edge is
@@ -67,6 +73,9 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
     const bool grouped = group > 1 && !c.sinks;
     const int64_t v_t = CeilDiv(c.vd, t.tile_cols());
     for (const WorkItem& it : s->items) {
+      // Each item folds exactly the blocks its chunk's last row sees.
+      const int64_t it_last = std::min((it.out.row0_t + it.out.h_t) * tr, c.rows) - 1;
+      EXPECT_EQ(ItemBlocksOf(*s, it), CeilDiv(c.pos == Pos::kLiteral ? c.p + it_last : c.l, kb * tr)) << it.id;
       const int64_t head = it.out.col0_t / v_t;
       EXPECT_EQ(it.out.col0_t, head * v_t);
       EXPECT_EQ(it.out.row0_t, (grouped ? it.y / group : it.y) * qc);
@@ -181,7 +190,7 @@ TEST(AttentionPrefillTest, MatchesNaiveReferenceOnRealTargets) {
   }
 }
 
-// The sections fold only what their rows see: a 2048-row causal prefill of Qwen3-8B's heads (32 over 8) computes
+// The items fold only what their rows see: a 2048-row causal prefill of Qwen3-8B's heads (32 over 8) computes
 // well under the score tiles of folding the whole cache for every query tile (half of them, and the blocks on the
 // diagonal whole), in tt-metal's chunks: 8 query tiles (q_chunk 256) against blocks of 16 key tiles (k_chunk 512),
 // which fit a site with the scores packed to bf16.
@@ -196,7 +205,7 @@ TEST(AttentionPrefillTest, CausalRangesFoldAboutHalfTheBlocks) {
   for (const Section* s : PrefillSections(*comp)) {
     EXPECT_EQ(ChunkTilesOf(*s), 8) << s->name;
     EXPECT_EQ(BlockTilesOf(*s), 16) << s->name;
-    score_tiles += static_cast<int64_t>(s->items.size()) * BlocksOf(*s) * ChunkTilesOf(*s) * BlockTilesOf(*s);
+    for (const WorkItem& it : s->items) score_tiles += ItemBlocksOf(*s, it) * ChunkTilesOf(*s) * BlockTilesOf(*s);
   }
   const int64_t whole = 64 * 32 * 64;  // every query tile of every head over every cache tile
   EXPECT_LT(score_tiles, whole * 65 / 100);

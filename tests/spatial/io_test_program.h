@@ -89,7 +89,9 @@ inline Composition RichComposition(RichIds* ids_out = nullptr) {
 
   t.SetTrip(Trip{d.pos, 0, 1, 128, 31, 32}, 4);
   t.SetPlan(BlockPlan{1, 4, 1, 1, 4, 1, 1, 4, 1, true, true, true});
-  Section fold = t.Finish("rich_fold", WholeRow(4), Precision::kFp32,
+  std::vector<WorkItem> items = WholeRow(4);
+  items[0].blocks = 3;  // folds at most 3 of the trip's blocks (WorkItem.blocks)
+  Section fold = t.Finish("rich_fold", std::move(items), Precision::kFp32,
                           NumericsClaim::Approx("bf16 storage, fp32 accumulation"));
 
   // Section 1 reads the cache section 0 wrote, one item per tile.

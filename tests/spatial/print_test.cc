@@ -59,7 +59,7 @@ TEST(Print, RichCompositionKeyLines) {
       "          body (x0 * exp(x1))\n",
       "    [10] epilogue Store 'store_out' (res) -> out[tile 0, block 1x4 stride_w 1]\n",
       "    [11] epilogue Store 'store_cache' (gathered, idx_buf2) -> cache[tile 0 [+ 1*@idx_buf2 in [0, 3]], block 1x1]\n",
-      "  items 1: #0 (0,0) -> [0,0 1x4]\n",
+      "  items 1: #0 (0,0) -> [0,0 1x4] blocks 3\n",
       "    #0 load_idx -[idx_buf]-> #3 gather\n",
       "    #9 finish -[res]-> #10 store_out\n",
       "section 'consume_cache' {\n  claim exact\n  acc fp32\n  fold none\n",

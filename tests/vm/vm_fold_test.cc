@@ -200,6 +200,48 @@ TEST(VmFold, RunTimeTrip) {
   EXPECT_EQ(*none, 0);
 }
 
+// Items that fold blocks of their own (WorkItem.blocks, a causal chunk's): item i counts into its own tile of y.
+// -1 folds the section's count; a count above the run's (here the trip's) folds the run's.
+Composition ItemCounter(std::optional<Trip> trip, int64_t num_blocks, const std::vector<int64_t>& own) {
+  Template t(4, 4);
+  const int64_t n_items = static_cast<int64_t>(own.size());
+  TensorId pos = t.AddTensor("pos", TensorRole::kInput, 1, 1, Precision::kInt32, TensorInit::External());
+  TensorId y = t.AddTensor("y", TensorRole::kOutput, 4, 4 * n_items, kF, TensorInit::Zero());
+  BufferId n = t.AddScratchDeep("n", 2, 1, kF);
+  t.AddGeneric("init", FlatSpace(1), {}, {}, At(0), Const(0), n);
+  t.SetPhase(Phase::kBody);
+  t.AddGeneric("count", FlatSpace(1), {n}, {At(0)}, At(0), Add(Op(0), Const(1)), n);
+  t.SetPhase(Phase::kEpilogue);
+  t.AddStore("store", y, {{LoopVar::kItemX, 1}}, 1, n);
+  if (trip) {
+    trip->tensor = pos;
+    t.SetTrip(*trip, num_blocks);
+  } else {
+    t.Fold(num_blocks);
+  }
+  std::vector<WorkItem> items;
+  for (int64_t i = 0; i < n_items; ++i) {
+    items.push_back(WorkItem{.id = i, .y = 0, .x = i, .out = TileRect{0, i, 1, 1}, .blocks = own[i]});
+  }
+  return Single(t.Finish("count", std::move(items), kF, NumericsClaim::Exact()));
+}
+
+TEST(VmFold, EachItemFoldsItsOwnBlocks) {
+  auto counts = [](const Composition& c, double pos) {
+    auto out = RunComposition(c, 4, 4, {{"pos", TensorData{1, 1, Precision::kInt32, {pos}}}});
+    EXPECT_TRUE(out.ok()) << out.status();
+    std::vector<double> got;
+    for (size_t i = 0; out.ok() && i < out->at("y").values.size() / 16; ++i) got.push_back(out->at("y").values[4 * i]);
+    return got;
+  };
+  EXPECT_EQ(counts(ItemCounter(std::nullopt, 4, {-1, 0, 2, 4, 1}), 1), (std::vector<double>{4, 0, 2, 4, 1}));
+  // The trip gives 2 blocks at pos 5 (per 4): an item's own 3 folds 2.
+  EXPECT_EQ(counts(ItemCounter(Trip{0, 0, 1, 16, 0, 4}, 4, {-1, 3, 1}), 5), (std::vector<double>{2, 2, 1}));
+  // More than the section's fold is malformed (validation refuses it: the loads are proven for the section's
+  // blocks only); the VM never folds past the section's count.
+  EXPECT_EQ(counts(ItemCounter(std::nullopt, 2, {3}), 1), (std::vector<double>{2}));
+}
+
 TEST(VmFold, TripOutOfRange) {
   const Composition c = BlockCounter(Trip{0, 0, 1, 64, 0, 4}, 16);
   auto high = Blocks(c, 70);
