@@ -43,8 +43,8 @@ struct Range {
 };
 
 // ★ ONE K/V STREAM FOR A GROUP'S HEADS. Where query heads share a K/V head (GQA, in contiguous groups) and no sink is
-// read per head, item (y, x) is query head x * group + y % group over chunk y / group: every item of K/V head x then
-// reads its blocks at an address affine in x alone, so a block is multicast to the chunks and the heads of its group
+// read per head, item (y, x) is query head y * group + x % group over chunk x / group: every item of K/V head y then
+// reads its blocks at an address affine in y alone, so a block is multicast to the chunks and the heads of its group
 // at once (tt-metal's K/V chain forwarding shares it along the heads), instead of once a query head. The query and
 // the result are addressed through a table.
 bool GroupedItems(const FlashGeometry& g) {
@@ -126,19 +126,22 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const TensorId c = t.AddTensor(names.out, TensorRole::kOutput, fi.rows, fi.per_row * g.vd, precision,
                                  TensorInit::Zero());
 
-  // ── The prologue, once per item (chunk y of head x; grouped, y = chunk * group + i of K/V head x's query head
-  // x * group + i): the scaler, the chunk's query tiles, its K/V head's index, each row's limit, the empty softmax.
-  const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
-  const BufferId q_in = t.AddBufferDeep("in_q", 1, qc * head_t, precision);
+  // ── The prologue, once per item (chunk x of head y; grouped, x = chunk * group + i of K/V head y's query head
+  // y * group + i): the scaler, the chunk's query tiles, its K/V head's index, each row's limit, the empty softmax.
+  // The chunk runs along ITEM_X so that the K/V blocks, multicast along it, are the reader's to move (tt-metal's
+  // reader kernel reads Q, K and V; its writer writes the result): on the writer they would queue behind the
+  // previous item's result.
+  const BufferId sc_in = t.AddBufferDeep("in_scaler", 2, 1, precision);
+  const BufferId q_in = t.AddBufferDeep("in_q", 2, qc * head_t, precision);
   t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
   const int64_t group = g.q.group;
   const int64_t chunks = fi.tiles_q / qc;
-  // Grouped, item y's chunk and head in its group index the query and the result through a table (not affine in
-  // y): element y * tile holds chunk * qc * heads + i, the head's first tile in units of a head's tiles.
+  // Grouped, item x's chunk and head in its group index the query and the result through a table (not affine in
+  // x): element x * tile holds chunk * qc * heads + i, the head's first tile in units of a head's tiles.
   std::optional<TensorId> at_t;
   if (grouped) {
     std::vector<int64_t> at(static_cast<size_t>(chunks * group * tw), 0);
-    for (int64_t y = 0; y < chunks * group; ++y) at[y * tw] = (y / group) * qc * fi.per_row + y % group;
+    for (int64_t x = 0; x < chunks * group; ++x) at[x * tw] = (x / group) * qc * fi.per_row + x % group;
     at_t = t.AddTensor(absl::StrCat(names.out, "__flash_head_at"), TensorRole::kParam, 1, chunks * group * tw, ix,
                        TensorInit::Values(std::move(at)));
   }
@@ -146,7 +149,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   auto head_at = [&](const std::string& stream, std::vector<Term> steps, int64_t base, int64_t tile_stride,
                      int64_t w, int64_t pitch) {
     const BufferId b = t.AddBufferDeep(absl::StrCat("in_", stream, "_at"), 1, 1, ix);
-    t.AddLoadBlockAt(absl::StrCat("load_", stream, "_at"), *at_t, 0, {{LoopVar::kItemY, 1}}, {}, b);
+    t.AddLoadBlockAt(absl::StrCat("load_", stream, "_at"), *at_t, 0, {{LoopVar::kItemX, 1}}, {}, b);
     const int64_t hi = (chunks - 1) * qc * fi.per_row + group - 1;
     return AccessPattern{TileAddr{base, std::move(steps), IndirectTile{b, tile_stride, 0, hi}}, qc, w, 1, pitch};
   };
@@ -161,7 +164,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   }
   auto kv_index = [&](const std::string& stream) {
     const BufferId b = t.AddBufferDeep(absl::StrCat("in_kv_", stream), 1, 1, ix);
-    t.AddLoadBlockAt(absl::StrCat("load_kv_", stream), *kv_t, 0, {{LoopVar::kItemX, 1}}, {}, b);
+    t.AddLoadBlockAt(absl::StrCat("load_kv_", stream), *kv_t, 0, {{LoopVar::kItemY, 1}}, {}, b);
     return b;
   };
   // Each block chain's loads read their own index pages: chain 0 the fold's, chain 1 + e edge e's. Grouped, item x
@@ -174,8 +177,8 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     kv_k.push_back(kv_index(absl::StrCat("k", sfx)));
     for (int64_t j = 0; j < nv; ++j) kv_vs[chain].push_back(kv_index(absl::StrCat(part("v", j), sfx)));
   }
-  // Row r of the chunk's query tile i sees the positions below P + (y * qc + i) * tile + r (or all l of them):
-  // (y * qc + i) * tile from a table of one tile per chunk, r from a tile holding r in row r.
+  // Row r of the chunk's query tile i sees the positions below P + (x * qc + i) * tile + r (or all l of them):
+  // (x * qc + i) * tile from a table of one tile per chunk, r from a tile holding r in row r.
   FoldMask mask;
   mask.masked = masked;
   mask.counted = masked && fold && range.edges == 0;
@@ -189,16 +192,16 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
       t.AddGeneric("row_limit", HeadSpace(tr, qc), {}, {}, stat, Const(static_cast<double>(g.l)), row_lim);
       return;
     }
-    // Item y's chunk: y, or grouped y / group.
-    const int64_t ys = grouped ? chunks * group : chunks;
-    std::vector<int64_t> first_rows(static_cast<size_t>(ys * tw), 0);
-    for (int64_t y = 0; y < ys; ++y) {
-      for (int64_t i = 0; i < qc; ++i) first_rows[y * tw + i] = ((grouped ? y / group : y) * qc + i) * tr;
+    // Item x's chunk: x, or grouped x / group.
+    const int64_t xs = grouped ? chunks * group : chunks;
+    std::vector<int64_t> first_rows(static_cast<size_t>(xs * tw), 0);
+    for (int64_t x = 0; x < xs; ++x) {
+      for (int64_t i = 0; i < qc; ++i) first_rows[x * tw + i] = ((grouped ? x / group : x) * qc + i) * tr;
     }
     const TensorId rows_t = t.AddTensor(absl::StrCat(names.out, "__flash_chunk_rows"), TensorRole::kParam, 1,
-                                        ys * tw, ix, TensorInit::Values(std::move(first_rows)));
+                                        xs * tw, ix, TensorInit::Values(std::move(first_rows)));
     const BufferId q_rows = t.AddBufferDeep("in_chunk_rows", 1, 1, ix);
-    t.AddLoadBlockAt("load_chunk_rows", rows_t, 0, {{LoopVar::kItemY, 1}}, {}, q_rows);
+    t.AddLoadBlockAt("load_chunk_rows", rows_t, 0, {{LoopVar::kItemX, 1}}, {}, q_rows);
     std::vector<int64_t> index(static_cast<size_t>(tr * tw));
     for (int64_t e = 0; e < tr * tw; ++e) index[e] = e / tw;
     const TensorId row_index = t.AddTensor(absl::StrCat(names.out, "__flash_row_index"), TensorRole::kParam, tr,
@@ -219,10 +222,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // The chunk's query tiles after the limits' small tables: the reader issues its loads in order, and those tables
   // would otherwise queue at DRAM behind every site's query block.
   if (grouped) {
-    t.AddLoadPattern("load_q", q, head_at("q", {{LoopVar::kItemX, group * head_t}}, 0, head_t, head_t, width_t),
+    t.AddLoadPattern("load_q", q, head_at("q", {{LoopVar::kItemY, group * head_t}}, 0, head_t, head_t, width_t),
                      q_in);
   } else {
-    t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, qc * width_t}, {LoopVar::kItemX, head_t}},
+    t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemX, qc * width_t}, {LoopVar::kItemY, head_t}},
                      {.h = qc, .w = head_t, .pitch = width_t}, q_in);
   }
   // The softmax's scale, 1 when capped (the cap takes the scaled scores).
@@ -231,21 +234,21 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const BufferId s_run = t.AddScratchDeep("run_sum", 2, 1, acc);
   std::vector<BufferId> o_runs;
   for (int64_t j = 0; j < nv; ++j) o_runs.push_back(t.AddScratchDeep(part("run_out", j), 2, qc * vt, acc));
-  // The sinks' spread holds head h's sink in every row of tile h: item (y, x) reads tile x.
-  AddSoftmaxStart(t, names.out, g.sinks.has_value(), fi.items, precision, m_run, s_run, LoopVar::kItemX, qc,
+  // The sinks' spread holds head h's sink in every row of tile h: item (y, x) reads tile y.
+  AddSoftmaxStart(t, names.out, g.sinks.has_value(), fi.items, precision, m_run, s_run, LoopVar::kItemY, qc,
                   scale);
   for (int64_t j = 0; j < nv; ++j) {
     t.AddGeneric(part("init_out", j), HeadSpace(tr, wd), {}, {}, IdentMap(wd), Const(0.0), o_runs[j]);
   }
 
   // ── The body, once per block: block b of K/V head v is tile rows [b*kb, (b+1)*kb) of the cache from tile
-  // v * head_t, the same block for every chunk of the head — grouped, of the group (multicast along ITEM_Y).
+  // v * head_t, the same block for every chunk of the head — grouped, of the group (multicast along ITEM_X).
   t.SetPhase(body_phase);
   if (fold) t.Fold(lead);
   const Precision kv = g.kv_precision.value_or(precision);
-  const BufferId k_in = t.AddBufferDeep("in_k", 2, kb * head_t, kv);
+  const BufferId k_in = t.AddBufferDeep("in_k", 1, kb * head_t, kv);
   std::vector<BufferId> v_ins;
-  for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), 2, kb * vt, kv));
+  for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), 1, kb * vt, kv));
   const BufferId s_buf = t.AddScratchDeep("scores", 1, qc * kb, mat);
   const BufferId capped = g.cap ? t.AddScratchDeep("capped_scores", 1, qc * kb, mat) : s_buf;
   const BufferId m_blk = t.AddScratchDeep("block_max", 1, 1, acc);
@@ -259,14 +262,14 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     auto cache_block = [&](const std::string& name, TensorId tensor, BufferId index, int64_t base, int64_t cols,
                            int64_t head, int64_t stride, BufferId into) {
       std::vector<Term> steps;
-      if (grouped) steps.push_back({LoopVar::kItemX, head});
+      if (grouped) steps.push_back({LoopVar::kItemY, head});
       if (!at && fold) steps.push_back({LoopVar::kKBlock, kb * stride});
       const int64_t origin = base + (at ? *at * kb * stride : 0);
       std::optional<IndirectTile> by_table;
       if (!grouped) by_table = IndirectTile{index, head, 0, g.kvw - 1};
       const StageId load = t.AddLoadPattern(
           nm(name), tensor, AccessPattern{TileAddr{origin, std::move(steps), by_table}, kb, cols, 1, stride}, into);
-      t.SetMulticast(load, LoopVar::kItemY);
+      t.SetMulticast(load, LoopVar::kItemX);
     };
     cache_block("load_k", k, grouped ? 0 : kv_k[chain], 0, head_t, head_t, g.kvw * head_t, k_in);
     for (int64_t j = 0; j < nv; ++j) {
@@ -360,15 +363,17 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
                  Mul(Op(0), Op(1)), out);
     if (grouped) {
       t.AddStorePattern(part("store_ctx", j), c,
-                        head_at(part("out", j), {{LoopVar::kItemX, group * v_t}}, j * vt, v_t, vt, out_width_t), out);
+                        head_at(part("out", j), {{LoopVar::kItemY, group * v_t}}, j * vt, v_t, vt, out_width_t), out);
     } else {
       t.AddStoreBlock(part("store_ctx", j), c, j * vt,
-                      {{LoopVar::kItemY, qc * out_width_t}, {LoopVar::kItemX, v_t}},
+                      {{LoopVar::kItemX, qc * out_width_t}, {LoopVar::kItemY, v_t}},
                       {.h = qc, .w = vt, .pitch = out_width_t}, out);
     }
   }
   WireFirstReaders(t);
-  // The items of a chunk read the same scaler, limit and head tables (no step on ITEM_X).
+  // The tables every item reads alike (the scaler, the row index) are multicast along ITEM_X with the K/V blocks: 64
+  // sites reading one tile would queue at one DRAM channel. (Multicast along the heads, ITEM_Y, they would be the
+  // writer's and wait behind the previous item's result.)
   MulticastSharedPrologue(t, LoopVar::kItemX);
 
   // ★ CAUSAL TRIPS PER ITEM: a chunk folds only the blocks its last row sees (WorkItem.blocks), the section's count
@@ -383,8 +388,8 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     const int64_t own =
         g.limit && range.edges == 0 ? std::min(blocks, CeilDiv(g.limit->value + last_row, kb * tr)) : blocks;
     for (int64_t h = 0; h < fi.per_row; ++h) {
-      const int64_t y = grouped ? chunk * group + h % group : chunk;
-      const int64_t x = grouped ? h / group : h;
+      const int64_t x = grouped ? chunk * group + h % group : chunk;
+      const int64_t y = grouped ? h / group : h;
       items.push_back(WorkItem{.y = y, .x = x,
                                .out = TileRect{.row0_t = chunk * qc, .col0_t = h * v_t, .h_t = qc, .w_t = v_t},
                                .blocks = own < blocks ? own : -1});
@@ -450,10 +455,14 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
   const int64_t span_t = LastLimit(g) == g.rows ? rows_t : LastLimit(g) / tr;
   const int64_t v_t = g.vd / tw;
   // The candidates, best first: items enough to fill the grid (a chunk of qc tiles makes qc times fewer items), then
-  // the most score tiles a block (qc * kb: the per-block chain — the maximum, the rescale, the updates — runs once for
-  // them all), then the most query tiles a chunk (each block's K/V crosses the NoC once for qc query tiles:
-  // tt-metal's q_chunk). The probabilities and the output are elementwise pages, which stream through Dst (the
-  // section is sealed with DstPolicy::kStreamed); a site's memory and circular buffers bound them (checked below).
+  // the most query tiles a chunk (each block's K/V crosses the NoC once for qc query tiles: tt-metal's q_chunk), then
+  // the least work: the score tiles computed in all (a causal chunk folds whole blocks up to its last row: finer
+  // blocks waste less of the diagonal) with each block's chain — the maximum, the rescale, the updates — counted as
+  // one more column of score tiles (on Wormhole ~3.8 k cycles a block of 8 query tiles, ~10 score tiles' products),
+  // then the most score tiles a block. Qwen3-8B's 2048-row causal prefill on Wormhole, 8 query tiles a chunk: 16 key
+  // tiles a block 654 k cycles, 8 (the chunk's own rows: tt-metal's Q256/K256) 615 k, 4 683 k.
+  // The probabilities and the output are elementwise pages, which stream through Dst (the section is sealed with
+  // DstPolicy::kStreamed); a site's memory and circular buffers bound them (checked below).
   // At most tt-metal's largest chunks: 8 query tiles (256 rows) and 16 key tiles (512 positions). A chunk divides the
   // query tiles and a block the cache's tile rows (no load reads past a tensor); the values one page if it fits.
   std::vector<Chunking> candidates;
@@ -467,11 +476,22 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
     }
   }
   auto busy = [&](const Chunking& c) { return std::min(target.sites(), fi.tiles_q / c.qc * fi.per_row); };
+  // A head's work in score tiles: each chunk's blocks up to its last row's limit, a block qc x (kb + 1) of them.
+  auto work = [&](const Chunking& c) {
+    int64_t tiles = 0;
+    for (int64_t chunk = 0; chunk < fi.tiles_q / c.qc; ++chunk) {
+      const int64_t last_row = std::min((chunk + 1) * c.qc * tr, g.q.rows) - 1;
+      tiles += CeilDiv(g.limit ? g.limit->value + last_row : g.l, c.kb * tr) * c.qc * (c.kb + 1);
+    }
+    return tiles;
+  };
   // A total order ((qc, kb, vt) is unique), so the choice is deterministic.
   std::sort(candidates.begin(), candidates.end(), [&](const Chunking& a, const Chunking& b) {
     if (busy(a) != busy(b)) return busy(a) > busy(b);
-    if (a.qc * a.kb != b.qc * b.kb) return a.qc * a.kb > b.qc * b.kb;
-    return a.qc != b.qc ? a.qc > b.qc : a.vt > b.vt;
+    if (a.qc != b.qc) return a.qc > b.qc;
+    if (work(a) != work(b)) return work(a) < work(b);
+    if (a.kb != b.kb) return a.kb > b.kb;
+    return a.vt > b.vt;
   });
   for (const Chunking& ch : candidates) {
     // One section of every chunk: each item folds only its chunk's blocks (WorkItem.blocks), so no range of chunks
