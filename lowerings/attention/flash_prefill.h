@@ -1,7 +1,7 @@
 // The prefill fold (issue #12): the flash fold of flash_fold.h for a block of T query rows, laid out the way
 // tt-metal's SDPA runs it rather than one tile at a time.
 //
-// ★ THE SAME RUNNING SOFTMAX, OVER WIDER BLOCKS AND CHUNKS. Item (y, x) is chunk y — qc query tiles — of head x
+// ★ THE SAME RUNNING SOFTMAX, OVER WIDER BLOCKS AND CHUNKS. Item (y, x) is chunk x — qc query tiles — of head y
 // (tt-metal's q_chunk); a block is kb tile rows of the cache (k_chunk). The per-block chain — the maximum, the
 // rescale e^(m - m'), the sum's update — runs once per qc x kb score tiles, and a block's K/V crosses the NoC once
 // for qc query tiles. The two contractions are the matrix engine's tile products (MatmulTiles): S = Q · K^T with
@@ -12,19 +12,21 @@
 // The probabilities and the output are elementwise pages, which stream through Dst (DstPolicy::kStreamed).
 //
 // ★ ONE K/V STREAM FOR A GROUP'S CHUNKS AND HEADS. Where query heads share a K/V head in contiguous groups (and no
-// sink is read per head), item (y, x) is query head x * group + y % group over chunk y / group: every item of K/V
-// head x reads block b at an address affine in x, so the loads are multicast along ITEM_Y (DESIGN §3.4) to the
-// chunks and the group's heads that run together; the query and the result are addressed through a table. Otherwise
-// item (y, x) is chunk y of head x, which reads its K/V head from a table (kv_of(x): not affine in x), multicast to
-// the head's chunks. The machine reads a block once for its group and sends it over the NoC; the meaning is
-// unchanged.
+// sink is read per head), item (y, x) is query head y * group + x % group over chunk x / group: every item of K/V
+// head y reads block b at an address affine in y, so the loads are multicast along ITEM_X (DESIGN §3.4) to the
+// chunks and the group's heads that run together and fold the same blocks; the query and the result are addressed
+// through a table. Otherwise item (y, x) is chunk x of head y, which reads its K/V head from a table (kv_of(y): not
+// affine in y), multicast to the head's chunks. The machine reads a block once for its group and sends it over the
+// NoC; the meaning is unchanged. Along ITEM_X the K/V loads are the reader sequencer's, as tt-metal's reader kernel
+// reads Q, K and V while its writer writes the result.
 //
-// ★ CAUSAL TRIPS BY QUERY RANGE. A chunk sees only the blocks below its last row's limit. The chunks are cut into
-// ranges, one section each; a section folds exactly the blocks its last row can see (a literal count), so the
-// prefill does little more than half the work of folding every block for every chunk. Sections write disjoint tiles
-// of the result. The blocks every row of a range sees whole fold unmasked; the few after them where some row's limit
-// falls (its edges, at most 4) run once each after the fold, masked at their literal starts — tt-metal masks only
-// its diagonal chunks. A range whose first rows see no whole block masks every block, its start carried.
+// ★ CAUSAL TRIPS PER ITEM. A chunk sees only the blocks below its last row's limit: one section holds every chunk,
+// and each item folds exactly its chunk's blocks (WorkItem.blocks), so the prefill does little more than half the
+// work of folding every block for every chunk, with no section boundary between chunks. The items go round robin
+// over the sites heaviest first, in snake rounds, so every site folds about as many blocks (tt-metal balances chunks
+// i and n - 1 - i on a core to the same end). Every block is masked, its start carried; only where every chunk folds
+// the same blocks do the blocks every row sees whole fold unmasked and the few after them (the edges, at most 4)
+// run once each after the fold, masked at their literal starts — tt-metal masks only its diagonal chunks.
 //
 // ★ WHERE IT APPLIES. A block of query rows (T > 1) that is not regrouped, split, latent or a value part, whose
 // bound is literal (or absent) and without a window; and — since the value product reads every position of its block
@@ -48,13 +50,14 @@ namespace spatial {
 // Whether the prefill fold applies to `g` on `target` (see above), before its footprint is known.
 bool PrefillFoldApplies(const FlashGeometry& g, const Target& target);
 
-// The prefill fold of `g`: sections "{tag}_flash_prefill_{items}x{hd}[_v{vd}]_l{l}_q{qc}_kb{kb}_c{first}to{last}",
-// one per range of chunks, each an item per (chunk, head) computing ceil(limit / (kb * tile)) blocks of kb tile rows
-// (the fold's, then the edges' stages "..._edge{e}").
+// The prefill fold of `g`: one section "{tag}_flash_prefill_{items}x{hd}[_v{vd}]_l{l}_q{qc}_kb{kb}_c0to{last}", an
+// item per (head, chunk) computing ceil(limit / (kb * tile)) blocks of kb tile rows for its chunk's last row (the
+// fold's, then any edges' stages "..._edge{e}").
 // Operands and result as flash_fold.h's (with sinks it reads "{out}__flash_sinks", which flash.h spreads). The
-// chunking keeps the grid busy first, then takes the most score tiles a block (at most 8 x 16 tiles, chunks dividing
-// the query tiles and blocks the cache's tile rows) that fits a site. NotLowered when PrefillFoldApplies is false or
-// no chunking fits a site (the caller then takes the one-tile fold).
+// chunking keeps the grid busy first, then takes the most query tiles a chunk, then the least work (the score tiles
+// computed, a block's chain counted as one more column of them), then the most score tiles a block (at most 8 x 16
+// tiles, chunks dividing the query tiles and blocks the cache's tile rows) that fits a site. NotLowered when
+// PrefillFoldApplies is false or no chunking fits a site (the caller then takes the one-tile fold).
 absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                         const Target& target);
 
