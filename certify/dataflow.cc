@@ -71,7 +71,8 @@ void CheckDataflow(SectionContext& ctx) {
                               StageRef(s, f.body), " rewrites it, but no prologue stage initializes it"));
       } else if (st.phase == Phase::kEpilogue && f.body >= 0 && ctx.min_blocks < 1 &&
                  !(f.epilogue >= 0 && f.epilogue < i)) {
-        const bool by_item = std::any_of(s.items.begin(), s.items.end(), [](const WorkItem& w) { return w.blocks == 0; });
+        const bool by_item =
+            std::any_of(s.items.begin(), s.items.end(), [](const WorkItem& w) { return w.blocks == 0; });
         ctx.Diag(codes::kUninitializedCarry, i, field, "a prologue stage that writes it",
                  "written only in the fold body, which may run 0 blocks",
                  absl::StrCat("buffer '", name, "' is written only by the fold body (", StageRef(s, f.body), ") and ",

@@ -130,7 +130,9 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // y * group + i): the scaler, the chunk's query tiles, its K/V head's index, each row's limit, the empty softmax.
   // The chunk runs along ITEM_X so that the K/V blocks, multicast along it, are the reader's to move (tt-metal's
   // reader kernel reads Q, K and V; its writer writes the result): on the writer they would queue behind the
-  // previous item's result.
+  // previous item's result. The scaler, the query and the result are two pages deep, so the reader loads the next
+  // item's while this one folds (the scaler one page deep held the reader until this item's last sum); K and V are
+  // one (a site holds one of the two, and the next block's loads once the scores have read the page).
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 2, 1, precision);
   const BufferId q_in = t.AddBufferDeep("in_q", 2, qc * head_t, precision);
   t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
@@ -167,7 +169,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     t.AddLoadBlockAt(absl::StrCat("load_kv_", stream), *kv_t, 0, {{LoopVar::kItemY, 1}}, {}, b);
     return b;
   };
-  // Each block chain's loads read their own index pages: chain 0 the fold's, chain 1 + e edge e's. Grouped, item x
+  // Each block chain's loads read their own index pages: chain 0 the fold's, chain 1 + e edge e's. Grouped, item y
   // is the K/V head itself: no table.
   auto chain_suffix = [](int64_t chain) { return chain == 0 ? std::string() : absl::StrCat("_edge", chain - 1); };
   std::vector<BufferId> kv_k;
@@ -378,10 +380,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
 
   // ★ CAUSAL TRIPS PER ITEM: a chunk folds only the blocks its last row sees (WorkItem.blocks), the section's count
   // being the last chunk's. (With edges every chunk folds the `lead` blocks its first row sees whole, then the
-  // edges: no item's count differs.) The items go round robin over the sites, heaviest first, each round of `sites` items in
-  // turn reversed (a snake): every site gets about the same number of blocks (tt-metal's causal balancing pairs
-  // chunks i and n - 1 - i on a core to the same end), and the items that share a K/V block stream — the heads of a
-  // group, the chunks of equal count — run at the same ordinal.
+  // edges: no item's count differs.) The items go round robin over the sites, heaviest first, each round of `sites`
+  // items in turn reversed (a snake): every site gets about the same number of blocks (tt-metal's causal balancing
+  // pairs chunks i and n - 1 - i on a core to the same end), and the items that share a K/V block stream — the heads
+  // of a group, the chunks of equal count — run at the same ordinal.
   std::vector<WorkItem> items;
   for (int64_t chunk = range.first; chunk < range.last; ++chunk) {
     const int64_t last_row = std::min((chunk + 1) * qc * tr, g.q.rows) - 1;
@@ -504,7 +506,9 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
     // Edges only where every chunk folds the same blocks (the first chunk's last row sees the last block too);
     // otherwise each item folds its own count, every block masked.
     const int64_t first_last_row = std::min(ch.qc * tr, g.q.rows) - 1;
-    if (!g.limit || CeilDiv(g.limit->value + first_last_row, ch.kb * tr) == r.blocks) r.edges = EdgeBlocks(g, ch, r, tr);
+    if (!g.limit || CeilDiv(g.limit->value + first_last_row, ch.kb * tr) == r.blocks) {
+      r.edges = EdgeBlocks(g, ch, r, tr);
+    }
     ASSIGN_OR_RETURN(Composition s, PrefillSection(names, g, tag, target, ch, r));
     if (FitSectionToSite(s.sections[0], target) && !ExceedsCircularBuffers(s.sections[0], target.proto().num_cbs())) {
       return s;

@@ -225,7 +225,9 @@ void Machine::Sequencer(int64_t site, int thread) {
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t j = 0; j < n; ++j) {
       const WorkItem& item = sp.section->items[items[j]];
-      for (const Invocation& inv : sp.schedules.Of(items[j]).by_thread[thread]) Execute(site, thread, sp, j, item, inv);
+      for (const Invocation& inv : sp.schedules.Of(items[j]).by_thread[thread]) {
+        Execute(site, thread, sp, j, item, inv);
+      }
     }
     if (--active_ == 0) done_.notify();
   }

@@ -144,7 +144,9 @@ SitePages::SitePages(const SectionSchedules& s, const std::vector<int64_t>& item
   first_.assign(items.size() * buffers, 0);
   for (size_t j = 1; j < items.size(); ++j) {
     const SectionSchedule& prev = s.Of(items[j - 1]);
-    for (size_t b = 0; b < buffers; ++b) first_[j * buffers + b] = first_[(j - 1) * buffers + b] + prev.writes_per_item[b];
+    for (size_t b = 0; b < buffers; ++b) {
+      first_[j * buffers + b] = first_[(j - 1) * buffers + b] + prev.writes_per_item[b];
+    }
   }
 }
 

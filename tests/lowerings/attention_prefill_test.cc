@@ -50,8 +50,8 @@ int64_t ItemBlocksOf(const Section& s, const WorkItem& it) {
 
 // Every item computes exactly the blocks its chunk's last query row sees, the K/V loads are multicast along ITEM_X
 // (the chunks of a head: the reader's, as tt-metal's reader kernel reads K and V), the items are (head, chunk) pairs,
-// and together they cover every query tile of every head once. With edges, the fold's blocks are unmasked (every row of the range sees them whole) and each edge is
-// masked; without, the fold masks every block.
+// and together they cover every query tile of every head once. With edges, the fold's blocks are unmasked (every
+// row sees them whole) and each edge is masked; without, the fold masks every block.
 void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target& t) {
   const std::vector<const Section*> secs = PrefillSections(comp);
   ASSERT_FALSE(secs.empty()) << "no prefill section in " << comp.name;

@@ -36,7 +36,8 @@ TEST(Print, RichCompositionKeyLines) {
       "state_order\n  cache: read in #0 'rich_fold'\n  cache: write in #0 'rich_fold'\n  cache: read in #1 'consume_cache'\n",
       "section 'rich_fold' {\n  claim approx \"bf16 storage, fp32 accumulation\"\n  acc fp32\n",
       "  fold trip ceil((pos[0] + 31) / 32) admit [1, 128], at most 4 blocks\n",
-      "  plan per_site 1x4 grid 1x1 blocks 4 block_k_tiles 1 osh 1 osw 4 ibw 1 pack_accumulate pack_row_sums stream_rows\n",
+      "  plan per_site 1x4 grid 1x1 blocks 4 block_k_tiles 1 osh 1 osw 4 ibw 1 pack_accumulate pack_row_sums "
+      "stream_rows\n",
       "    %0 x: Input 1x128 bf16 init external\n",
       "    %1 idx: Param 1x4 int32 init values[4]{0, 1, 2, 3}\n",
       "    %2 scaler: Param 32x32 bf16 init const(1)\n",
