@@ -47,7 +47,8 @@ void WaitCycles(double cycles) {
 constexpr int kStackBytes = 64 * 1024;
 
 // A circular buffer's state on one site: versions [0, pushed) were pushed, [0, front) popped; remaining[i] is the
-// number of reader invocations version front + i still waits for, pushed_at[i] the cycle it was pushed.
+// number of reader invocations version front + i still waits for. In a section that streams its rows (row_stream.h)
+// pushed_at[i] is the cycle it was pushed (elsewhere nothing reads it, and it stays empty).
 struct Fifo {
   int64_t depth = 1;
   int64_t pushed = 0;
@@ -58,7 +59,7 @@ struct Fifo {
   void Advance() {
     while (!remaining.empty() && remaining.front() <= 0) {
       remaining.pop_front();
-      pushed_at.pop_front();
+      if (!pushed_at.empty()) pushed_at.pop_front();
       ++front;
     }
   }
@@ -352,7 +353,7 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
     Fifo& f = st.fifos[b];
     f.pushed = g + 1;
     f.remaining.push_back(pages.Readers(sp.schedules, site_items, ordinal, sch.refs[w]));
-    f.pushed_at.push_back(Now());
+    if (sp.stream.streams()) f.pushed_at.push_back(Now());
     f.Advance();
   }
   for (int32_t r = inv.reads_begin; r < inv.reads_end; ++r) {
