@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "spatial/semantics/trip.h"
 #include "spatial/status_macros.h"
@@ -122,18 +123,23 @@ absl::StatusOr<SectionSchedules> BuildSchedules(const Section& section, int64_t 
   SectionSchedules out;
   ASSIGN_OR_RETURN(SectionSchedule all, BuildSchedule(section, blocks));
   out.by_count.push_back(std::move(all));
-  std::vector<int64_t> counts = {std::max<int64_t>(0, blocks)};
+  absl::flat_hash_map<int64_t, int32_t> index_of = {{std::max<int64_t>(0, blocks), 0}};  // count -> schedule
+  int64_t total = out.by_count[0].invocations_per_item;
   out.of_item.reserve(section.items.size());
   for (const WorkItem& w : section.items) {
     const int64_t n = ItemBlocks(w, std::max<int64_t>(0, blocks));  // spatial/semantics/trip.h
-    auto it = std::find(counts.begin(), counts.end(), n);
-    if (it == counts.end()) {
+    auto [it, fresh] = index_of.try_emplace(n, static_cast<int32_t>(out.by_count.size()));
+    if (fresh) {
       ASSIGN_OR_RETURN(SectionSchedule fewer, BuildSchedule(section, n));
+      total += fewer.invocations_per_item;
+      if (total > kMaxInvocationsPerItem) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("section '", section.name, "': its items' ", index_of.size(),
+                         " different fold counts expand to more than ", kMaxInvocationsPerItem, " stage invocations"));
+      }
       out.by_count.push_back(std::move(fewer));
-      counts.push_back(n);
-      it = counts.end() - 1;
     }
-    out.of_item.push_back(static_cast<int32_t>(it - counts.begin()));
+    out.of_item.push_back(it->second);
   }
   return out;
 }

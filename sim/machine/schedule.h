@@ -58,7 +58,9 @@ inline constexpr int64_t kMaxInvocationsPerItem = int64_t{1} << 24;
 // on a fold too long to expand.
 absl::StatusOr<SectionSchedule> BuildSchedule(const Section& section, int64_t blocks);
 
-// A section's schedules when its items fold different numbers of blocks (WorkItem.blocks): one per count.
+// A section's schedules when its items fold different numbers of blocks (WorkItem.blocks): one per count. Their
+// invocations together are held to kMaxInvocationsPerItem as one schedule's are (many items each folding a
+// different long count would otherwise exhaust memory); beyond it the program is refused.
 struct SectionSchedules {
   std::vector<SectionSchedule> by_count;  // [0]: the run's own count; then each fewer count an item folds
   std::vector<int32_t> of_item;           // per item: its schedule in by_count

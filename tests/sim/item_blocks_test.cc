@@ -82,5 +82,19 @@ TEST(ItemBlocks, MulticastGroupsFoldAlike) {
   EXPECT_EQ(alike.dram_read_bytes(), 4 * block_bytes);
 }
 
+// Many items, each folding a different long count, would expand to a schedule per count: refused by message, before
+// memory runs out, as one over-long fold is.
+TEST(ItemBlocks, TooManyDifferentLongCountsAreRefused) {
+  std::vector<int64_t> own;
+  for (int64_t i = 0; i < 8192; ++i) own.push_back(4096 + i);
+  SimOptions o;
+  o.timing_only = true;
+  absl::StatusOr<SimResult> r = Simulate(Counter(1 << 14, own, false), WormholeLike(1, 1), {}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("different fold counts expand to more than"), std::string::npos)
+      << r.status();
+}
+
 }  // namespace
 }  // namespace spatial
