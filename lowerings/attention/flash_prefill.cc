@@ -35,9 +35,9 @@ struct Chunking {
   int64_t vt = 1;
 };
 
+// The section's chunks, all of them: [0, chunks).
 struct Range {
-  int64_t first = 0;  // chunks [first, last)
-  int64_t last = 0;
+  int64_t chunks = 0;
   int64_t blocks = 1;
   int64_t edges = 0;  // the last blocks, masked, each at its own literal start; the blocks before them unmasked
 };
@@ -63,7 +63,7 @@ constexpr int64_t kMaxEdges = 4;
 // 0 — every block masked, the start carried — when nothing is masked, no block is whole or the edges are too many.
 int64_t EdgeBlocks(const FlashGeometry& g, const Chunking& ch, const Range& r, int64_t tr) {
   if (!g.limit && g.l % tr == 0) return 0;
-  const int64_t first_limit = g.limit ? g.limit->value + r.first * ch.qc * tr : g.l;
+  const int64_t first_limit = g.limit ? g.limit->value : g.l;
   const int64_t whole = std::min(r.blocks, first_limit / (ch.kb * tr));
   const int64_t edges = r.blocks - whole;
   return whole >= 1 && edges >= 1 && edges <= kMaxEdges ? edges : 0;
@@ -385,7 +385,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // pairs chunks i and n - 1 - i on a core to the same end), and the items that share a K/V block stream — the heads
   // of a group, the chunks of equal count — run at the same ordinal.
   std::vector<WorkItem> items;
-  for (int64_t chunk = range.first; chunk < range.last; ++chunk) {
+  for (int64_t chunk = 0; chunk < range.chunks; ++chunk) {
     const int64_t last_row = std::min((chunk + 1) * qc * tr, g.q.rows) - 1;
     const int64_t own =
         g.limit && range.edges == 0 ? std::min(blocks, CeilDiv(g.limit->value + last_row, kb * tr)) : blocks;
@@ -417,7 +417,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const std::string values = g.vd != g.hd ? absl::StrCat("_v", g.vd) : "";
   return FinishSection(t,
                        absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",
-                                    qc, "_kb", kb, "_c", range.first, "to", range.last - 1),
+                                    qc, "_kb", kb, "_c0to", range.chunks - 1),
                        std::move(items), acc, FlashClaim(g, precision, target), target, DstPolicy::kStreamed);
 }
 
@@ -498,9 +498,9 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
   for (const Chunking& ch : candidates) {
     // One section of every chunk: each item folds only its chunk's blocks (WorkItem.blocks), so no range of chunks
     // needs a section of its own.
-    Range r{.first = 0, .last = fi.tiles_q / ch.qc};
+    Range r{.chunks = fi.tiles_q / ch.qc};
     // The last row sees the positions below its limit: the blocks that cover them.
-    const int64_t last_row = std::min(r.last * ch.qc * tr, g.q.rows) - 1;
+    const int64_t last_row = std::min(r.chunks * ch.qc * tr, g.q.rows) - 1;
     const int64_t limit = g.limit ? g.limit->value + last_row : g.l;
     r.blocks = CeilDiv(limit, ch.kb * tr);
     // Edges only where every chunk folds the same blocks (the first chunk's last row sees the last block too);
