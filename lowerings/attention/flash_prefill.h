@@ -28,6 +28,15 @@
 // the same blocks do the blocks every row sees whole fold unmasked and the few after them (the edges, at most 4)
 // run once each after the fold, masked at their literal starts — tt-metal masks only its diagonal chunks.
 //
+// ★ THE RUNNING MAXIMUM STAYS A REDUCTION, NOT FOLDED INTO THE QK CONTRACTION. tt-metal's STANDARD and FAST recipes
+// fold a reference maximum into the product ([Q | m_ref] x [K^T ; -e0] leaves S - m_ref in Dst: no row maximum, no
+// subtraction, no rescale after the first K chunk), but that is safe only with a data-dependent repair: m_ref is the
+// first chunk's maximum, the exp is shifted 28 octaves down for headroom, and a row group whose partial sums reach
+// 0.5 is redone on the reduction path with a new reference (recipe_fused_chunk.hpp, SDPAPrecisionRecipes.md "Fused
+// K chunks"). A stage of the algebra runs the same way for every block (DESIGN §3.5), so the redo has no form here;
+// without it a later score more than ~88 / scale above the first chunk's maximum overflows the exp, a wrong answer
+// the fold does not risk. The cost: the one-core FAST recipe times 1.20 of tt-metal's (bench/fidelity/RESULTS.md).
+//
 // ★ WHERE IT APPLIES. A block of query rows (T > 1) that is not regrouped, split, latent or a value part, whose
 // bound is literal (or absent) and without a window; and — since the value product reads every position of its block
 // through the matrix engine, where a masked position's P is 0 but 0 * NaN is NaN — only where no block reads a
