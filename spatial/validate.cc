@@ -518,8 +518,11 @@ class SectionChecker {
       RETURN_IF_ERROR(CheckRange(where, "out.h_t", w.out.h_t, 1, kMaxTensorElems));
       RETURN_IF_ERROR(CheckRange(where, "out.w_t", w.out.w_t, 1, kMaxTensorElems));
       // An item folds at most the section's blocks: the loads are proven for those only.
-      if (w.blocks != -1) {
-        RETURN_IF_ERROR(CheckRange(where, "blocks", w.blocks, 0, std::max<int64_t>(0, s_.num_blocks)));
+      const int64_t most = std::max<int64_t>(0, s_.num_blocks);
+      if (w.blocks != -1 && (w.blocks < 0 || w.blocks > most)) {
+        return Malformed(where, "blocks",
+                         absl::StrCat("expected 0..", most, " (at most the section's num_blocks; -1 or unset: all of "
+                                      "them), got ", w.blocks));
       }
     }
     return absl::OkStatus();

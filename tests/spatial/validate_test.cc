@@ -273,9 +273,11 @@ TEST_F(ValidateTest, ItemsPresentAndRectsPositive) {
 // An item folds at most the section's blocks (the loads are proven for those only); -1 is all of them.
 TEST_F(ValidateTest, ItemBlocksWithinTheSectionsFold) {
   fold().items[0].blocks = 5;
-  ExpectError({"section 'rich_fold' items[0] blocks: expected 0..4, got 5"});
+  ExpectError({"section 'rich_fold' items[0] blocks: expected 0..4 (at most the section's num_blocks; -1 or unset: "
+               "all of them), got 5"});
   fold().items[0].blocks = -2;
-  ExpectError({"section 'rich_fold' items[0] blocks: expected 0..4, got -2"});
+  ExpectError({"section 'rich_fold' items[0] blocks: expected 0..4 (at most the section's num_blocks; -1 or unset: "
+               "all of them), got -2"});
   for (const int64_t ok : {0, 4, -1}) {
     fold().items[0].blocks = ok;
     EXPECT_TRUE(ValidateComposition(c_, 32, 32).ok()) << ok;
