@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -487,15 +488,12 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
     }
     return tiles;
   };
-  // A total order ((qc, kb, vt) is unique), so the choice is deterministic.
-  std::sort(candidates.begin(), candidates.end(), [&](const Chunking& a, const Chunking& b) {
-    if (busy(a) != busy(b)) return busy(a) > busy(b);
-    if (a.qc != b.qc) return a.qc > b.qc;
-    if (work(a) != work(b)) return work(a) < work(b);
-    if (a.kb != b.kb) return a.kb > b.kb;
-    return a.vt > b.vt;
-  });
-  for (const Chunking& ch : candidates) {
+  // A total order ((qc, kb, vt) is unique), so the choice is deterministic; each candidate's key is taken once.
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;  // ascending: best first
+  std::vector<std::pair<Key, Chunking>> ranked;
+  for (const Chunking& c : candidates) ranked.push_back({Key{-busy(c), -c.qc, work(c), -c.kb, -c.vt}, c});
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [key, ch] : ranked) {
     // One section of every chunk: each item folds only its chunk's blocks (WorkItem.blocks), so no range of chunks
     // needs a section of its own.
     Range r{.chunks = fi.tiles_q / ch.qc};
