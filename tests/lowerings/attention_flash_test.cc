@@ -210,8 +210,8 @@ TEST(AttentionFlashTest, MatchesNaiveReferenceOnRealTargets) {
 }
 
 // A split decode's parts of one query tile share their prologue (the position, the scaler, the query: multicast
-// along ITEM_X, the part), and the combine merges every part at once, with no fold, its value blocks sharing the
-// parts' maxima and sums.
+// along ITEM_X, the part), a part's own first block is shared by every query tile (multicast along ITEM_Y), and the
+// combine merges every part at once, with no fold, its value blocks sharing the parts' maxima and sums.
 TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   const Target& wh = Shipped("wormhole_n150");
   const AttnCase c{.h = 32, .kv = 8, .hd = 128, .vd = 128, .l = 32768, .pos = Pos::kNamed, .p = 4096};
@@ -226,6 +226,9 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
     ASSERT_GE(i, 0) << name;
     EXPECT_EQ(std::get<Load>(fold->stages[i].op).multicast, LoopVar::kItemX) << name;
   }
+  const int part_start = fold->FindStage("load_part_start");
+  ASSERT_GE(part_start, 0);
+  EXPECT_EQ(std::get<Load>(fold->stages[part_start].op).multicast, LoopVar::kItemY);
   EXPECT_EQ(combine->num_blocks, 1);
   for (const Stage& st : combine->stages) EXPECT_EQ(st.phase, Phase::kPrologue) << st.name;
   // The combine is the last section and writes the flat result row itself: query head v at columns v * 128 (no
