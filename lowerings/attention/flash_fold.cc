@@ -23,6 +23,10 @@
 namespace spatial {
 namespace {
 
+// The most copies of a split fold's tables (one a query tile): more than a grid's rows of sites reach no more DRAM
+// channels.
+constexpr int64_t kMaxTableCopies = 64;
+
 ElemAccess Terms(std::vector<Term> terms) { return ElemAccess{0, std::move(terms), std::nullopt}; }
 
 // [ROW r, COL c, K k reduced by Sum]: a contraction into an r x c page.
@@ -239,7 +243,16 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const int64_t wd = vt * tw;
 
   Template t(tr, tw);
-  const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision);
+  // ★ A SPLIT FOLD'S TABLES, ONE COPY A QUERY TILE. Its parts share the prologue along ITEM_X (below), so each query
+  // tile's multicast reads the tables once; with one copy, every query tile's sender would read the same tile from
+  // one DRAM channel, one after another. A copy per query tile (tile y) spreads them over the channels (Qwen3-8B
+  // decode on wormhole_n150: 1.5 k cycles a step). At most kMaxTableCopies: past that the channels are covered.
+  const int64_t copies = g.split > 1 && fi.items <= kMaxTableCopies ? fi.items : 1;
+  const std::vector<Term> copy_at =
+      copies > 1 ? std::vector<Term>{{LoopVar::kItemY, 1}} : std::vector<Term>{};
+  const TensorId scaler =
+      t.AddTensor(absl::StrCat(names.out, "__flash_scaler"), TensorRole::kParam, tr, tw * copies, precision,
+                  TensorInit::FloatValues(std::vector<double>(static_cast<size_t>(tr * tw * copies), 1.0)));
   // The queries and the result are DENSE — a tile row holds `tile` query rows of every head. A latent fold reads its
   // values from the keys' pages: it declares no V.
   ASSIGN_OR_RETURN(const FlashOperands ops, AddFlashOperands(t, names, g, fi, precision));
@@ -254,7 +267,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // ── The prologue, once per item: the scaler, the query tile, and each row's limit.
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
   const BufferId q_in = t.AddBufferDeep("in_q", 1, head_t, precision);
-  t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
+  t.AddLoadBlockAt("load_scaler", scaler, 0, copy_at, {}, sc_in);
   // Item y is tile row y / per_row, head y mod per_row of the dense queries: linear tile y * head_t.
   t.AddLoadBlockAt("load_q", q, 0, {{LoopVar::kItemY, head_t}}, {.w = head_t, .pitch = width_t}, q_in);
   ASSIGN_OR_RETURN(FoldMask mask, AddRowLimits(t, names, g, fi, nb_fold, kb, ix));
@@ -262,12 +275,14 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const bool mask_values = tile_values && mask.masked;
   std::optional<BufferId> offsets;
   if (mask_values) {
-    std::vector<int64_t> at(static_cast<size_t>(tw), 0);
-    for (int64_t i = 0; i < kb; ++i) at[i] = i * tr;
+    std::vector<int64_t> at(static_cast<size_t>(tw * copies), 0);
+    for (int64_t copy = 0; copy < copies; ++copy) {
+      for (int64_t i = 0; i < kb; ++i) at[copy * tw + i] = i * tr;
+    }
     const TensorId offsets_t = t.AddTensor(absl::StrCat(names.out, "__flash_tile_offsets"), TensorRole::kParam, 1,
-                                           tw, ix, TensorInit::Values(std::move(at)));
+                                           tw * copies, ix, TensorInit::Values(std::move(at)));
     offsets = t.AddBufferDeep("in_tile_offsets", 1, 1, ix);
-    t.AddLoadBlockAt("load_tile_offsets", offsets_t, 0, {}, {}, *offsets);
+    t.AddLoadBlockAt("load_tile_offsets", offsets_t, 0, copy_at, {}, *offsets);
   }
 
   // The carried state, and its first page: the empty softmax (m = MASKED, s = 0, O = 0) — or, with sinks, each row's

@@ -229,6 +229,15 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   const int part_start = fold->FindStage("load_part_start");
   ASSERT_GE(part_start, 0);
   EXPECT_EQ(std::get<Load>(fold->stages[part_start].op).multicast, LoopVar::kItemY);
+  // Each query tile's parts read their own copy of the tables (tile y of 8), so the 8 query tiles' multicasts read
+  // different DRAM channels rather than one tile one after another.
+  for (const char* name : {"load_scaler", "load_tile_offsets"}) {
+    const int i = fold->FindStage(name);
+    ASSERT_GE(i, 0) << name;
+    const Load& ld = std::get<Load>(fold->stages[i].op);
+    EXPECT_EQ(ld.pattern.origin.steps, (std::vector<Term>{{LoopVar::kItemY, 1}})) << name;
+    EXPECT_EQ(fold->tensors[ld.tensor].cols, 8 * wh.tile_cols()) << name;
+  }
   EXPECT_EQ(combine->num_blocks, 1);
   for (const Stage& st : combine->stages) EXPECT_EQ(st.phase, Phase::kPrologue) << st.name;
   // The combine is the last section and writes the flat result row itself: query head v at columns v * 128 (no
