@@ -23,8 +23,8 @@
 namespace spatial {
 namespace {
 
-// The most copies of a split fold's tables (one a query tile): more than a grid's rows of sites reach no more DRAM
-// channels.
+// The most copies of a split fold's tables (one a query tile): a target has far fewer DRAM channels, so past this
+// the copies would only take memory.
 constexpr int64_t kMaxTableCopies = 64;
 
 ElemAccess Terms(std::vector<Term> terms) { return ElemAccess{0, std::move(terms), std::nullopt}; }
@@ -248,11 +248,8 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   // one DRAM channel, one after another. A copy per query tile (tile y) spreads them over the channels (Qwen3-8B
   // decode on wormhole_n150: 1.5 k cycles a step). At most kMaxTableCopies: past that the channels are covered.
   const int64_t copies = g.split > 1 && fi.items <= kMaxTableCopies ? fi.items : 1;
-  const std::vector<Term> copy_at =
-      copies > 1 ? std::vector<Term>{{LoopVar::kItemY, 1}} : std::vector<Term>{};
-  const TensorId scaler =
-      t.AddTensor(absl::StrCat(names.out, "__flash_scaler"), TensorRole::kParam, tr, tw * copies, precision,
-                  TensorInit::FloatValues(std::vector<double>(static_cast<size_t>(tr * tw * copies), 1.0)));
+  const std::vector<Term> copy_at = copies > 1 ? std::vector<Term>{{LoopVar::kItemY, 1}} : std::vector<Term>{};
+  const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision, copies);
   // The queries and the result are DENSE — a tile row holds `tile` query rows of every head. A latent fold reads its
   // values from the keys' pages: it declares no V.
   ASSIGN_OR_RETURN(const FlashOperands ops, AddFlashOperands(t, names, g, fi, precision));

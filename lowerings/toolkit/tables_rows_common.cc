@@ -61,10 +61,10 @@ absl::Status RequireFp32Accumulator(std::string_view what, const Target& target)
   return MissingPrecision(absl::StrCat("an fp32 accumulator (Dst) for ", std::string(what)), target);
 }
 
-TensorId OnesTile(Template& t, const std::string& name, Precision p) {
-  const int64_t elems = t.tile_rows() * t.tile_cols();
-  return t.AddTensor(name, TensorRole::kParam, t.tile_rows(), t.tile_cols(), p,
-                     TensorInit::FloatValues(std::vector<double>(elems, 1.0)));
+TensorId OnesTile(Template& t, const std::string& name, Precision p, int64_t copies) {
+  const int64_t elems = t.tile_rows() * t.tile_cols() * copies;
+  return t.AddTensor(name, TensorRole::kParam, t.tile_rows(), t.tile_cols() * copies, p,
+                     TensorInit::FloatValues(std::vector<double>(static_cast<size_t>(elems), 1.0)));
 }
 
 absl::StatusOr<int64_t> EpsNano(std::string_view kind, double eps) {

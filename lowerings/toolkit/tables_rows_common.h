@@ -44,8 +44,9 @@ absl::StatusOr<Composition> FitSite(absl::StatusOr<Composition> c, std::string_v
 absl::Status RequireFp32Accumulator(std::string_view what, const Target& target);
 
 // The reduce engine's scaler operand: a TR x TC Param of ones named `name` at `p` (Tensix's reduce_tile multiplies
-// every term by a constant tile and REQUIRES one; every divide of these chains happens once, in the transform).
-TensorId OnesTile(Template& t, const std::string& name, Precision p);
+// every term by a constant tile and REQUIRES one; every divide of these chains happens once, in the transform);
+// `copies` of the tile side by side (TR x copies * TC) where readers should find it on several DRAM channels.
+TensorId OnesTile(Template& t, const std::string& name, Precision p, int64_t copies = 1);
 
 // eps in the Rsqrt transform's nano units. A negative or non-finite eps is InvalidArgument; an eps that is not a
 // whole number of nano units would be silently rounded by the transform, so it is refused:
