@@ -492,29 +492,30 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     // the combine weighs it by s_c. A part that saw no live position has s = 0 and O = 0; its denominator is
     // s + 1e-30 (seed 001's positive denominator), which leaves every live part's s >= 1 exactly as it is.
     auto store_part = [&](const std::string& name, TensorId tensor, int64_t row_t, BufferId from, int64_t base,
-                          int64_t width_t, bool normalize) {
-      const BufferId buf = t.AddBufferDeep(absl::StrCat("out_", name), pages, width_t, acc);
+                          int64_t width_t, Precision at) {
+      const BufferId buf = t.AddBufferDeep(absl::StrCat("out_", name), pages, width_t, at);
       const int64_t w = width_t * tw;
-      if (normalize) {
-        t.AddGeneric(absl::StrCat("normalize_", name), HeadSpace(qr, w), {from, s_run}, {IdentMap(w), PerRowMap(w1)},
-                     IdentMap(w), Mul(Op(0), Unary(SfpuKind::Recip(), Add(Op(1), Const(kPartSumFloor)))), buf);
-      } else {
-        t.AddGeneric(absl::StrCat("copy_", name), HeadSpace(qr, w), {from}, {IdentMap(w)}, IdentMap(w), Op(0), buf);
-      }
+      t.AddGeneric(absl::StrCat("normalize_", name), HeadSpace(qr, w), {from, s_run}, {IdentMap(w), PerRowMap(w1)},
+                   IdentMap(w), Mul(Op(0), Unary(SfpuKind::Recip(), Add(Op(1), Const(kPartSumFloor)))), buf);
       t.AddStoreBlock(absl::StrCat("store_", name), tensor, base,
                       {{LoopVar::kItemY, row_t}, {LoopVar::kItemX, fi.tiles_q * row_t}}, {.w = width_t, .pitch = row_t},
                       buf);
     };
-    auto partial = [&](const std::string& name, int64_t cols) {
-      return t.AddTensor(name, TensorRole::kOutput, split * fi.tiles_q * tr, cols, acc, TensorInit::Zero());
+    auto partial = [&](const std::string& name, int64_t cols, Precision at) {
+      return t.AddTensor(name, TensorRole::kOutput, split * fi.tiles_q * tr, cols, at, TensorInit::Zero());
     };
-    // The output first: the items' rects are in it.
-    const TensorId o_part = partial(parts.out, out_width);
+    // ★ Ô_c ON THE DATAPATH, m_c AND s_c AT fp32 (FlashPartialOutPrecision). The output first: the items' rects are in it.
+    const Precision o_at = FlashPartialOutPrecision(precision);
+    const TensorId o_part = partial(parts.out, out_width, o_at);
     for (int64_t j = 0; j < nv; ++j) {
-      store_part(part("part_out", j), o_part, out_width_t, o_runs[j], j * vt, vt, true);
+      store_part(part("part_out", j), o_part, out_width_t, o_runs[j], j * vt, vt, o_at);
     }
-    store_part("part_max", partial(parts.max, tw), 1, m_run, 0, 1, false);
-    store_part("part_sum", partial(parts.sum, tw), 1, s_run, 0, 1, false);
+    // m_c and s_c side by side in one tile (FlashPartials.stats): a part's statistics are one tile of DRAM, not two.
+    const BufferId stats = t.AddBufferDeep("out_part_stats", pages, 1, acc);
+    t.AddGeneric("pack_part_stats", HeadSpace(qr, kPartStatsCols), {m_run, s_run}, {PerRowMap(w1), PerRowMap(w1)},
+                 IdentMap(w1), Select(Pred::Lt(LoopVar::kCol, kPartSumCol), Op(0), Op(1)), stats);
+    t.AddStoreBlock("store_part_stats", partial(parts.stats, tw, acc), 0,
+                    {{LoopVar::kItemY, 1}, {LoopVar::kItemX, fi.tiles_q}}, {.w = 1, .pitch = 1}, stats);
   }
   for (int64_t j = 0; split == 1 && j < nv; ++j) {
     const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);

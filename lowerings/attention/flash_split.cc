@@ -17,9 +17,10 @@
 
 namespace spatial {
 
+Precision FlashPartialOutPrecision(Precision datapath) { return datapath; }
+
 FlashPartials FlashPartialsOf(const std::string& out) {
-  return FlashPartials{absl::StrCat(out, "__flash_part_max"), absl::StrCat(out, "__flash_part_sum"),
-                       absl::StrCat(out, "__flash_part_out")};
+  return FlashPartials{absl::StrCat(out, "__flash_part_stats"), absl::StrCat(out, "__flash_part_out")};
 }
 
 bool SplitsCache(const FlashGeometry& g, int64_t tile_rows) {
@@ -90,9 +91,9 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_combine_scaler"), precision);
   const int64_t part_rows = split * fi.tiles_q * tr;  // whole tile rows a part, however few rows a query tile has
-  const TensorId m_t = t.AddTensor(parts.max, TensorRole::kInput, part_rows, tw, acc, TensorInit::External());
-  const TensorId s_t = t.AddTensor(parts.sum, TensorRole::kInput, part_rows, tw, acc, TensorInit::External());
-  const TensorId o_t = t.AddTensor(parts.out, TensorRole::kInput, part_rows, g.vd, acc, TensorInit::External());
+  const TensorId st_t = t.AddTensor(parts.stats, TensorRole::kInput, part_rows, tw, acc, TensorInit::External());
+  const Precision o_at = FlashPartialOutPrecision(precision);
+  const TensorId o_t = t.AddTensor(parts.out, TensorRole::kInput, part_rows, g.vd, o_at, TensorInit::External());
   const TensorId c = flat ? t.AddTensor(names.out, TensorRole::kOutput, 1, g.q.per_row * g.vd, precision,
                                         TensorInit::Zero())
                           : t.AddTensor(names.out, TensorRole::kOutput, fi.rows, g.vd, precision, TensorInit::Zero());
@@ -103,17 +104,16 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   // every part in turn (the fold's chain: ~28 k cycles a decode step on wormhole_n150, issue #12).
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 1, 1, precision);
   t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
-  auto load_parts = [&](const std::string& name, TensorId tensor, int64_t row_t, int64_t width_t) {
-    const BufferId b = t.AddBufferDeep(name, 1, split * width_t, acc);
+  auto load_parts = [&](const std::string& name, TensorId tensor, int64_t row_t, int64_t width_t, Precision at) {
+    const BufferId b = t.AddBufferDeep(name, 1, split * width_t, at);
     std::vector<Term> steps{{LoopVar::kItemY, row_t}};
     if (width_t < row_t) steps.push_back({LoopVar::kItemX, width_t});
     t.AddLoadBlockAt(absl::StrCat("load_", name.substr(3)), tensor, 0, std::move(steps),
                      {.h = split, .w = width_t, .pitch = fi.tiles_q * row_t}, b);
     return b;
   };
-  const BufferId m_in = load_parts("in_part_max", m_t, 1, 1);
-  const BufferId s_in = load_parts("in_part_sum", s_t, 1, 1);
-  const BufferId o_in = load_parts("in_part_out", o_t, out_width_t, vt);
+  const BufferId stats_in = load_parts("in_part_stats", st_t, 1, 1, acc);
+  const BufferId o_in = load_parts("in_part_out", o_t, out_width_t, vt, o_at);
   std::optional<BufferId> sk_in;
   if (sinks) {
     const TensorId sinks_t = t.AddTensor(absl::StrCat(names.out, "__flash_sinks"), TensorRole::kInput, 1,
@@ -121,9 +121,11 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
     sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
     t.AddLoadBlockAt("load_sinks", sinks_t, 0, {{LoopVar::kItemY, 1}}, {}, *sk_in);
   }
-  // Part c's row r is row r, column 0 of tile c of a page `split` tiles wide; a row's weights sit in its columns.
+  // Part c's row r is row r of tile c of a page `split` tiles wide, its maximum and sum in columns kPartMaxCol and
+  // kPartSumCol; a row's weights sit in its columns.
   const int64_t wm = split * tw;
-  const ElemAccess part_at{0, {{LoopVar::kRow, wm}, {LoopVar::kK, tw}}, std::nullopt};
+  const ElemAccess max_at{kPartMaxCol, {{LoopVar::kRow, wm}, {LoopVar::kK, tw}}, std::nullopt};
+  const ElemAccess sum_at{kPartSumCol, {{LoopVar::kRow, wm}, {LoopVar::kK, tw}}, std::nullopt};
   const ElemAccess weight_at{0, {{LoopVar::kRow, w1}, {LoopVar::kK, 1}}, std::nullopt};
   const ElemAccess sink_at{0, {{LoopVar::kRow, 1}}, std::nullopt};  // row r's sink: element r of the item's tile
   // The parts' maxima are in the fold's units (FoldExpScale: raw scores, the scale riding the exps); a sink, a scaled
@@ -133,8 +135,8 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   // M = max over the parts (and the sink), the NaN-ignoring pool.
   const BufferId m_all = t.AddScratchDeep("combined_max", 1, 1, acc);
   {
-    std::vector<BufferId> ins{m_in, sc_in};
-    std::vector<ElemAccess> maps{part_at, ConstMap()};
+    std::vector<BufferId> ins{stats_in, sc_in};
+    std::vector<ElemAccess> maps{max_at, ConstMap()};
     Body m = Op(0);
     if (sk_in) {
       ins.push_back(*sk_in);
@@ -148,8 +150,8 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   // m_c = MASKED and s_c = 0: weight 0); the sink's term e^(sink - M), with no value.
   const BufferId weight = t.AddScratchDeep("part_weight", 1, 1, acc);
   {
-    std::vector<BufferId> ins{m_in, m_all, s_in};
-    std::vector<ElemAccess> maps{part_at, PerRowMap(w1), part_at};
+    std::vector<BufferId> ins{stats_in, m_all, stats_in};
+    std::vector<ElemAccess> maps{max_at, PerRowMap(w1), sum_at};
     Body w = Mul(Unary(SfpuKind::ExpAccurate(), units(Sub(Op(0), Op(1)))), Op(2));
     if (sk_in) {
       ins.push_back(*sk_in);
@@ -187,7 +189,7 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
                   {.h = group, .w = vt, .pitch = out_width_t}, out);
   WireFirstReaders(t);
   // ★ THE VALUE BLOCKS OF A QUERY TILE SHARE ITS PARTS' MAXIMA AND SUMS (no step on ITEM_X): read once and multicast,
-  // not once a value block — they are half the combine's bytes (fp32 tiles of one column each).
+  // not once a value block — fp32 tiles of two columns each, as many bytes as a bf16 value tile.
   if (blocks > 1) MulticastSharedPrologue(t, LoopVar::kItemX);
   RETURN_IF_ERROR(WorkItemBudget("a split fold's combine", CheckedMul(fi.items, blocks)));
   std::vector<WorkItem> items;

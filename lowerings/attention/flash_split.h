@@ -1,6 +1,7 @@
 // Flash-decoding (tt-metal's SDPA decode, FlashDecoding): a decode step's cache split across sites. A fold of
 // FlashGeometry.split parts deals its blocks round robin — part c folds blocks c, c + split, ... — and leaves each
-// part's maximum m_c, sum s_c and output normalized by its own sum, Ô_c = O_c / s_c, at fp32; the combine section
+// part's maximum m_c and sum s_c at fp32 and its output normalized by its own sum, Ô_c = O_c / s_c, on the
+// datapath (FlashPartialOutPrecision); the combine section
 // then merges every part at once: M = max_c m_c, w_c = e^(m_c - M) s_c, S = sum_c w_c, O = sum_c w_c Ô_c, and
 // divides once. The rescale identity is exact, so the split changes only the order of the sums.
 //
@@ -15,20 +16,33 @@
 
 #include "absl/status/statusor.h"
 #include "lowerings/attention/geometry.h"
+#include "spatial/precision.h"
 #include "spatial/program.h"
 #include "targets/target.h"
 
 namespace spatial {
 
-// The partial tensors a split fold writes for result `out`: "{out}__flash_part_{max,sum,out}", fp32, part c of query
-// tile y at tile row c * tiles_q + y (max and sum one tile wide, row r's value in row r; out as wide as the result).
+// The partial tensors a split fold writes for result `out`: "{out}__flash_part_{stats,out}", part c of query tile y
+// at tile row c * tiles_q + y (stats one tile wide at fp32, row r's maximum in column kPartMaxCol of row r and its
+// sum in column kPartSumCol; out as wide as the result, at FlashPartialOutPrecision).
 // The floor a part's sum takes in its own normalization: far below any live part's s >= 1, so it is exact there,
 // and it keeps a part with no live position at Ô = 0 instead of 0/0.
 inline constexpr double kPartSumFloor = 1e-30;
 
+// ★ A PART'S OUTPUT TRAVELS ON THE DATAPATH: Ô_c is bounded like an attention's output (a convex mix of value
+// rows), so rounding it to the datapath costs what rounding the result does, and it is most of the parts' bytes — a
+// DRAM round trip a decode step pays in full (Qwen3-8B, cache 32768, position 1024: 1.0 of 1.5 MB written and read
+// again at fp32). tt-metal's decode keeps its intermediate outputs in bf16 too (sdpa_decode_program_factory.cpp:
+// im_df = Float16_b). The maxima stay fp32: a weight is e^(scale (m_c - M)), and a bf16 maximum of raw scores would
+// move it by percents; the sums stay with them, in the same tile.
+Precision FlashPartialOutPrecision(Precision datapath);
+
+inline constexpr int64_t kPartMaxCol = 0;
+inline constexpr int64_t kPartSumCol = 1;
+inline constexpr int64_t kPartStatsCols = 2;
+
 struct FlashPartials {
-  std::string max;
-  std::string sum;
+  std::string stats;
   std::string out;
 };
 FlashPartials FlashPartialsOf(const std::string& out);

@@ -3,6 +3,8 @@
 // are not tile multiples, sliding and chunked windows, sinks and soft caps — every program validated and certified.
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -253,12 +255,22 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   EXPECT_EQ(store.pattern.block_h, 4);
   EXPECT_EQ(store.pattern.stride_h, 4);
   // The combine's value blocks of a query tile (ITEM_X) share its parts' maxima and sums; each reads its own values.
-  for (const auto& [name, axis] : std::vector<std::pair<const char*, LoopVar>>{
-           {"load_part_max", LoopVar::kItemX}, {"load_part_sum", LoopVar::kItemX},
-           {"load_part_out", LoopVar::kUnspecified}}) {
+  // The parts' bytes: the outputs on the datapath (bf16), the maxima and sums at fp32 in one tile a part.
+  for (const auto& [name, axis, precision] : std::vector<std::tuple<const char*, LoopVar, Precision>>{
+           {"load_part_stats", LoopVar::kItemX, Precision::kFp32},
+           {"load_part_out", LoopVar::kUnspecified, Precision::kBf16}}) {
     const int i = combine->FindStage(name);
     ASSERT_GE(i, 0) << name;
-    EXPECT_EQ(std::get<Load>(combine->stages[i].op).multicast, axis) << name;
+    const Load& ld = std::get<Load>(combine->stages[i].op);
+    EXPECT_EQ(ld.multicast, axis) << name;
+    EXPECT_EQ(combine->tensors[ld.tensor].precision, precision) << name;
+  }
+  EXPECT_EQ(combine->FindStage("load_part_max"), -1);
+  for (const char* name : {"store_part_stats", "store_part_out"}) {
+    const int i = fold->FindStage(name);
+    ASSERT_GE(i, 0) << name;
+    const std::string& tensor = fold->tensors[std::get<Store>(fold->stages[i].op).tensor].name;
+    EXPECT_GE(combine->FindTensor(tensor), 0) << name << " writes " << tensor << ", which the combine does not read";
   }
   ExpectAttnCertifies(*comp, wh);
 }
