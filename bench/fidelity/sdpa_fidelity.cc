@@ -6,7 +6,8 @@
 // is fitted.
 //
 // The K/V caches are stored in the row's format (AttentionSpec.kv_format: bf16, or bfp8_b as tt_transformers' and the
-// FAST grid rows ran). What the simulator does differently, and which way each pulls: the one-core rows keep K/V resident in L1 where the simulator
+// FAST grid rows ran), and the fold accumulates in the row's Dst (AttentionSpec.dest_acc: a 16-bit Dst for the
+// legacy streaming kernel and FAST, a 32-bit one for ACCURATE). What the simulator does differently, and which way each pulls: the one-core rows keep K/V resident in L1 where the simulator
 // streams them from DRAM through the site's link (slower); tt-metal's STANDARD, BALANCED and ACCURATE recipes use
 // exps the simulator does not have (polynomial and refined Schraudolph): ACCURATE's probabilities take the accurate
 // exp, STANDARD and BALANCED are left out; STANDARD and FAST fuse their K chunks after the first (a reference
@@ -36,23 +37,25 @@ namespace spatial {
 namespace {
 
 struct Row {
-  std::string name, target, grid, fidelity, probs_exp, kv_format, recipe, measured;
+  std::string name, target, grid, fidelity, probs_exp, kv_format, dest, recipe, measured;
   int64_t heads = 0, kv = 0, hd = 0, rows = 0, cache = 0, causal = 0, k_chunk = 0;
   double published_us = 0;
 };
 
-// case,target,grid,heads,kv,hd,rows,cache,causal,fidelity,probs_exp,k_chunk,kv_format,published_us,recipe,measured
+// case,target,grid,heads,kv,hd,rows,cache,causal,fidelity,probs_exp,k_chunk,kv_format,dest,published_us,recipe,
+// measured
 std::vector<Row> ReadRows(const std::string& path, std::string* error) {
   std::vector<Row> rows;
   const bool ok = fidelity::ReadCsv(
-      path, 16,
+      path, 17,
       [&](const std::vector<std::string>& f) {
         Row r{.name = f[0], .target = f[1], .grid = f[2], .fidelity = f[9], .probs_exp = f[10], .kv_format = f[12],
-              .recipe = f[14], .measured = f[15]};
+              .dest = f[13], .recipe = f[15], .measured = f[16]};
+        if (r.dest != "bf16" && r.dest != "fp32") return false;
         if (!absl::SimpleAtoi(f[3], &r.heads) || !absl::SimpleAtoi(f[4], &r.kv) || !absl::SimpleAtoi(f[5], &r.hd) ||
             !absl::SimpleAtoi(f[6], &r.rows) || !absl::SimpleAtoi(f[7], &r.cache) ||
             !absl::SimpleAtoi(f[8], &r.causal) || !absl::SimpleAtoi(f[11], &r.k_chunk) ||
-            !absl::SimpleAtod(f[13], &r.published_us)) {
+            !absl::SimpleAtod(f[14], &r.published_us)) {
           return false;
         }
         rows.push_back(r);
@@ -82,6 +85,7 @@ proto::OpSpec SpecOf(const Row& r) {
   proto::Precision kv = proto::PRECISION_UNSPECIFIED;  // bf16: the datapath's
   if (r.kv_format != "bf16") proto::Precision_Parse(absl::AsciiStrToUpper(r.kv_format), &kv);
   a->set_kv_format(kv);
+  a->set_dest_acc(r.dest == "bf16" ? proto::BF16 : proto::FP32);
   return s;
 }
 
@@ -117,9 +121,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::ostringstream md;
-  md << "| case | recipe | published | fidelity | K chunk | K/V | published us | simulated us | sim / pub | sites "
-        "| bound |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  md << "| case | recipe | published | fidelity | K chunk | K/V | Dst | published us | simulated us | sim / pub "
+        "| sites | bound |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::printf("%-38s %-36s %12s %12s %9s %6s %s\n", "case", "recipe", "published us", "simulated us", "sim/pub",
               "sites", "bound");
   for (const Row& r : rows) {
@@ -147,9 +151,9 @@ int Main(int argc, char** argv) {
     const std::string bound = sim->report.roofline().limited_by();
     std::printf("%-38s %-36s %12.1f %12.1f %9.2f %6lld %s\n", r.name.c_str(), r.recipe.c_str(), r.published_us, us,
                 ratio, static_cast<long long>(sites), bound.c_str());
-    md << absl::StrFormat("| %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.2f | %d | %s |\n", r.name, r.recipe,
-                          r.measured, r.fidelity, r.k_chunk ? absl::StrCat(r.k_chunk) : "op's", r.kv_format,
-                          r.published_us, us, ratio, sites, bound);
+    md << absl::StrFormat("| %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.2f | %d | %s |\n", r.name,
+                          r.recipe, r.measured, r.fidelity, r.k_chunk ? absl::StrCat(r.k_chunk) : "op's", r.kv_format,
+                          r.dest, r.published_us, us, ratio, sites, bound);
   }
   return fidelity::WriteMarkdown(args.markdown, md.str()) ? 0 : 1;
 }

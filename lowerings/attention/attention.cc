@@ -25,6 +25,14 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
   if (a.kv_format() != proto::PRECISION_UNSPECIFIED) {
     ASSIGN_OR_RETURN(g.kv_precision, FormatOf(a.kv_format(), "attention.kv_format", Precision::kBf16, target));
   }
+  if (a.dest_acc() == proto::BF16) {
+    g.dest = Precision::kBf16;
+  } else if (a.dest_acc() != proto::PRECISION_UNSPECIFIED && a.dest_acc() != proto::FP32) {
+    const std::string name = proto::Precision_Name(a.dest_acc());
+    return absl::InvalidArgumentError(absl::StrCat("attention.dest_acc: expected FP32 or BF16 (the accumulator "
+                                                   "tt-metal's fp32_dest_acc_en chooses), got ",
+                                                   name.empty() ? absl::StrCat(a.dest_acc()) : name));
+  }
   if (dense && a.form() != proto::AttentionSpec::FORM_SECTIONS) {
     return FlashFormAttention(names, g, shape.tag, target);
   }
@@ -34,6 +42,7 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
         "contractions are not tile products");
   }
   if (g.kv_precision) return NotLowered("a K/V format (kv_format) in the three sections of an attention");
+  if (g.dest != Precision::kFp32) return NotLowered("a 16-bit Dst (dest_acc BF16) in the three sections of an attention");
   return AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);
 }
 

@@ -68,6 +68,13 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
     return NotLowered(
         "a flash attention fold on a tile that is not square — a block's positions are its scores' columns");
   }
+  // A 16-bit Dst (AttentionSpec.dest_acc) is the prefill fold's only.
+  const auto outside_prefill = [&] {
+    return NotLowered(
+        "a 16-bit Dst (dest_acc BF16) outside the prefill fold (tt-metal's streaming kernel): this attention takes "
+        "the one-tile fold, whose running state stays in a 32-bit Dst");
+  };
+  if (g.dest != Precision::kFp32 && !PrefillFoldApplies(g, target)) return outside_prefill();
   // ★ A FOLD WHOSE RUNNING OUTPUT ALONE OUTGROWS A SITE NEVER FITS: the output is carried as nv value pages of vt
   // fp32 tiles, two deep, in every paging of the fold, so its footprint is at least that. Such a fold goes to
   // ValuePages without being built (at vd = 2^20 that is thousands of value pages of stages, twice, before the
@@ -95,6 +102,8 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
   Composition fold;
   if (prefill) {
     fold = *std::move(prefill);
+  } else if (g.dest != Precision::kFp32) {
+    return outside_prefill();
   } else {
     ASSIGN_OR_RETURN(fold, FlashFold(names, g, tag, target));
     // Each value page adds four buffers (its stream, block product, carry and output); past the site's circular

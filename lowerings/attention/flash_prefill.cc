@@ -91,6 +91,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const Phase body_phase = fold ? Phase::kBody : Phase::kPrologue;
   const Phase epilogue_phase = fold ? Phase::kEpilogue : Phase::kPrologue;
   ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
+  // The running state's buffers; the section's accumulator (Dst) is g.dest (AttentionSpec.dest_acc).
   const Precision acc = Precision::kFp32;
   const Precision mat = *target.matrix_in();
   const bool masked = g.limit.has_value() || g.l % tr != 0;
@@ -419,7 +420,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   return FinishSection(t,
                        absl::StrCat(std::string(tag), "_flash_prefill_", fi.items, "x", g.hd, values, "_l", g.l, "_q",
                                     qc, "_kb", kb, "_c0to", range.chunks - 1),
-                       std::move(items), acc, FlashClaim(g, precision, target), target, DstPolicy::kStreamed);
+                       std::move(items), g.dest, FlashClaim(g, precision, target), target, DstPolicy::kStreamed);
 }
 
 }  // namespace

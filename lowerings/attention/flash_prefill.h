@@ -35,7 +35,13 @@
 // 0.5 is redone on the reduction path with a new reference (recipe_fused_chunk.hpp, SDPAPrecisionRecipes.md "Fused
 // K chunks"). A stage of the algebra runs the same way for every block (DESIGN §3.5), so the redo has no form here;
 // without it a later score more than ~88 / scale above the first chunk's maximum overflows the exp, a wrong answer
-// the fold does not risk. The cost: the one-core FAST recipe times 1.20 of tt-metal's (bench/fidelity/RESULTS.md).
+// the fold does not risk. The cost: the one-core FAST recipe times 1.07 of tt-metal's with the 16-bit Dst FAST runs
+// in, 1.20 with a 32-bit one (bench/fidelity/RESULTS.md).
+//
+// ★ THE ACCUMULATOR IS THE SPEC'S (AttentionSpec.dest_acc, tt-metal's fp32_dest_acc_en): a 32-bit Dst, or a 16-bit
+// one holding twice the tiles — wider product sub-blocks (fewer unpacked tiles a product, on Wormhole fewer held-pair
+// waits) — in which every sum and SFPU result rounds to bf16, the running state's updates too (the legacy streaming
+// kernel's numerics; the claim doubles). The state's buffers stay fp32 either way.
 //
 // ★ WHERE IT APPLIES. A block of query rows (T > 1) that is not regrouped, split, latent or a value part, whose
 // bound is literal (or absent) and without a window; and — since the value product reads every position of its block

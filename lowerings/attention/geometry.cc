@@ -54,6 +54,9 @@ NumericsClaim FlashClaim(const FlashGeometry& g, Precision p, const Target& targ
     return f == MathFidelity::kLoFi || (f == MathFidelity::kDefault && target.matmul_fidelity() == proto::LOFI);
   };
   if (lofi(g.qk_fidelity) || lofi(g.pv_fidelity)) claim.error_growth = 4;
+  // A 16-bit Dst rounds the products' partial sums and the running state's updates to bf16 (the legacy kernel's
+  // numerics: tt-metal measures 2.54% at K 4096 against STANDARD's 2.37%, and its BF16 state swamps at long K).
+  if (g.dest != Precision::kFp32) claim.error_growth = std::max(1.0, claim.error_growth) * 2;
   return claim;
 }
 

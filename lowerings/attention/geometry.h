@@ -149,6 +149,8 @@ struct FlashGeometry {
   // The K/V caches' storage (AttentionSpec.kv_format, checked against the target by FromAttention); unset: the
   // datapath's precision, as Q's.
   std::optional<Precision> kv_precision;
+  // The prefill fold's accumulator (AttentionSpec.dest_acc): fp32, or bf16 (checked by FromAttention).
+  Precision dest = Precision::kFp32;
 };
 
 // Keys hd and values vd wide take the flash form on `target`: whole tiles (a key of any width is one contraction into

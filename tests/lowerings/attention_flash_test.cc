@@ -354,6 +354,37 @@ TEST(AttentionFlashTest, KvFormatRefusals) {
   EXPECT_EQ(message(spec), "NotLowered: a K/V format (kv_format) in the three sections of an attention");
 }
 
+// A 16-bit Dst (dest_acc BF16) is the prefill fold's: lowered there with a bf16 accumulator, refused by name in the
+// one-tile fold (a decode's) and the three sections; a format other than FP32 or BF16 is malformed.
+TEST(AttentionFlashTest, DestAccRefusals) {
+  const Target& wh = Shipped("wormhole_n150");
+  auto message = [&](const proto::OpSpec& spec) { return LowerMessage(spec, wh); };
+  proto::OpSpec prefill =
+      AttnSpec({.h = 4, .kv = 2, .hd = 128, .vd = 128, .l = 256, .rows = 64, .pos = Pos::kLiteral, .p = 193});
+  prefill.mutable_attention()->set_dest_acc(proto::BF16);
+  absl::StatusOr<Composition> c = Lower(prefill, wh);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->sections.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(c->sections[0].name, "_flash_prefill_")) << c->sections[0].name;
+  EXPECT_EQ(c->sections[0].acc_precision, Precision::kBf16);
+  ExpectAttnCertifies(*c, wh);
+  proto::OpSpec decode = AttnSpec({.h = 8, .kv = 2, .hd = 64, .vd = 64, .l = 100, .pos = Pos::kNamed, .p = 77});
+  decode.mutable_attention()->set_dest_acc(proto::FP32);
+  EXPECT_EQ(message(decode), "lowered");
+  decode.mutable_attention()->set_dest_acc(proto::BF16);
+  EXPECT_EQ(message(decode),
+            "NotLowered: a 16-bit Dst (dest_acc BF16) outside the prefill fold (tt-metal's streaming kernel): this "
+            "attention takes the one-tile fold, whose running state stays in a 32-bit Dst");
+  decode.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
+  EXPECT_EQ(message(decode), "NotLowered: a 16-bit Dst (dest_acc BF16) in the three sections of an attention");
+  decode.mutable_attention()->set_dest_acc(proto::FP16);
+  EXPECT_EQ(message(decode),
+            "attention.dest_acc: expected FP32 or BF16 (the accumulator tt-metal's fp32_dest_acc_en chooses), got FP16");
+  decode.mutable_attention()->set_dest_acc(static_cast<proto::Precision>(99));
+  EXPECT_EQ(message(decode),
+            "attention.dest_acc: expected FP32 or BF16 (the accumulator tt-metal's fp32_dest_acc_en chooses), got 99");
+}
+
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
 // per query head otherwise.
 TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {
