@@ -68,7 +68,11 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
     return NotLowered(
         "a flash attention fold on a tile that is not square — a block's positions are its scores' columns");
   }
-  // A 16-bit Dst (AttentionSpec.dest_acc) is the prefill fold's only.
+  // A 16-bit Dst (AttentionSpec.dest_acc) is the prefill fold's only, whose running state is fp32 buffers too: a
+  // target with no fp32 accumulator is refused for that first, as without one.
+  if (g.dest != Precision::kFp32) {
+    RETURN_IF_ERROR(RequireFp32Accumulator("the flash fold's running softmax", target));
+  }
   const auto outside_prefill = [&] {
     return NotLowered(
         "a 16-bit Dst (dest_acc BF16) outside the prefill fold (tt-metal's streaming kernel): this attention takes "

@@ -368,6 +368,9 @@ TEST(AttentionFlashTest, DestAccRefusals) {
   EXPECT_TRUE(absl::StrContains(c->sections[0].name, "_flash_prefill_")) << c->sections[0].name;
   EXPECT_EQ(c->sections[0].acc_precision, Precision::kBf16);
   ExpectAttnCertifies(*c, wh);
+  // Its running state is fp32 buffers still: Grayskull (a 16-bit Dst only, no fp32 storage) refuses it as before.
+  EXPECT_EQ(LowerMessage(prefill, Shipped("grayskull_e150")),
+            "MissingPrecision: an fp32 accumulator (Dst) for the flash fold's running softmax (target grayskull_e150)");
   proto::OpSpec decode = AttnSpec({.h = 8, .kv = 2, .hd = 64, .vd = 64, .l = 100, .pos = Pos::kNamed, .p = 77});
   decode.mutable_attention()->set_dest_acc(proto::FP32);
   EXPECT_EQ(message(decode), "lowered");
