@@ -13,15 +13,19 @@
 #include "lowerings/toolkit/tables_rows_common.h"
 #include "passes/fit_site.h"
 #include "spatial/builder.h"
+#include "spatial/checked.h"
 #include "spatial/maps.h"
 #include "spatial/status_macros.h"
 
 namespace spatial {
 namespace {
 
-// Section 1 with `pages` pages in its streamed buffers: item x loads its K/V head's `group` query heads — group*hd
-// elements of the flat row, one page — and writes them as rows 0 .. group - 1 of tile row x of the regrouped matrix,
-// reading row j, column e at j*hd + e of the page.
+// Section 1 with `pages` pages in its streamed buffers: item (y, c) loads column tile c of each of K/V head y's
+// `group` query heads — group tiles of the flat row, head_t apart, one page — and writes them as rows 0 .. group - 1
+// of tile (y, c) of the regrouped matrix, reading row j, column e at j*tile + e of the page.
+// ★ AN ITEM PER OUTPUT TILE, NOT PER K/V HEAD: each item's tiles are its own (no tile is written by two), and the
+// regroup is a site's link time — an item per K/V head read group * head_t tiles through one link (Qwen3-8B's decode:
+// 16 tiles on 8 of 64 sites, 1,749 cycles), an item per tile reads group.
 absl::StatusOr<Composition> Regroup(const OperandRef& q_op, const std::string& grouped_q, const FlashGeometry& g,
                                     std::string_view tag, Precision precision, const Target& target, int64_t pages) {
   const int64_t tr = target.tile_rows();
@@ -35,23 +39,29 @@ absl::StatusOr<Composition> Regroup(const OperandRef& q_op, const std::string& g
   ASSIGN_OR_RETURN(TensorInit q_init, InitOf(q_op.fill, g.q.per_row * g.hd));
   const TensorId q = t.AddTensor(q_op.name, TensorRole::kInput, 1, g.q.per_row * g.hd, precision, std::move(q_init));
   const TensorId gq = t.AddTensor(grouped_q, TensorRole::kOutput, kv * tr, g.hd, precision, TensorInit::Zero());
-  const BufferId in = t.AddBufferDeep("in_heads", pages, heads_t, precision);
-  const BufferId out = t.AddBufferDeep("out", pages, head_t, precision);
-  const StageId load = t.AddLoadBlockAt("load_heads", q, 0, {{LoopVar::kItemY, heads_t}},
-                                        {.w = heads_t, .pitch = row_t}, in);
+  const BufferId in = t.AddBufferDeep("in_heads", pages, group, precision);
+  const BufferId out = t.AddBufferDeep("out", pages, 1, precision);
+  const StageId load = t.AddLoadPattern(
+      "load_heads", q,
+      AccessPattern{TileAddr{0, {{LoopVar::kItemY, heads_t}, {LoopVar::kItemX, 1}}, std::nullopt}, 1, group, head_t,
+                    row_t},
+      in);
   // The rows past the group are zero: lazily, so they read nothing of the page.
-  const StageId s =
-      t.AddGeneric("regroup", HeadSpace(tr, g.hd), {in}, {Map2(0, g.hd, 1)}, IdentMap(t.PageWidth(head_t)),
-                   Select(Pred::Lt(LoopVar::kRow, group), Op(0), Const(0.0)), out);
-  const StageId st = t.AddStoreBlock("store_groups", gq, 0, {{LoopVar::kItemY, head_t}}, {.w = head_t, .pitch = head_t},
-                                     out);
+  const StageId s = t.AddGeneric("regroup", HeadSpace(tr, tw), {in}, {Map2(0, tw, 1)}, IdentMap(tw),
+                                 Select(Pred::Lt(LoopVar::kRow, group), Op(0), Const(0.0)), out);
+  const StageId st =
+      t.AddStoreBlock("store_groups", gq, 0, {{LoopVar::kItemY, head_t}, {LoopVar::kItemX, 1}}, {.pitch = head_t}, out);
   t.AddEdge(load, in, s);
   t.AddEdge(s, out, st);
-  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a grouped decode of ", kv, " K/V heads"), kv));
+  RETURN_IF_ERROR(WorkItemBudget(absl::StrCat("a grouped decode of ", kv, " K/V heads"), CheckedMul(kv, head_t)));
   std::vector<WorkItem> items;
-  for (int64_t x = 0; x < kv; ++x) items.push_back(WorkItem{.id = x, .y = x, .x = 0, .out = TileRect{.row0_t = x,
-                                                                                                     .w_t = head_t}});
-  t.SetPlan(BlockPlan{.per_site_n = head_t, .grid_y = kv, .osw = head_t});
+  for (int64_t y = 0; y < kv; ++y) {
+    for (int64_t c = 0; c < head_t; ++c) {
+      items.push_back(WorkItem{.id = static_cast<int64_t>(items.size()), .y = y, .x = c,
+                               .out = TileRect{.row0_t = y, .col0_t = c, .w_t = 1}});
+    }
+  }
+  t.SetPlan(BlockPlan{.per_site_n = 1, .grid_y = kv, .grid_x = head_t, .osw = 1});
   return FinishSection(t, absl::StrCat(std::string(tag), "_gqa_groups_", kv, "x", group), std::move(items),
                        AccFor(precision), NumericsClaim::Exact(), target);
 }

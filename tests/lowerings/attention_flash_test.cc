@@ -240,6 +240,15 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
     EXPECT_EQ(ld.pattern.origin.steps, (std::vector<Term>{{LoopVar::kItemY, 1}})) << name;
     EXPECT_EQ(fold->tensors[ld.tensor].cols, 8 * wh.tile_cols()) << name;
   }
+  // The query's regroup: an item per tile of the regrouped query (8 K/V heads x 4 column tiles), each reading its
+  // column tile of the group's 4 query heads (4 tiles, a head's 4 tiles apart).
+  const Section* regroup = SectionNamed(*comp, "_gqa_groups_");
+  ASSERT_NE(regroup, nullptr);
+  EXPECT_EQ(regroup->items.size(), 32u);
+  const int heads = regroup->FindStage("load_heads");
+  ASSERT_GE(heads, 0);
+  EXPECT_EQ(std::get<Load>(regroup->stages[heads].op).pattern.block_w, 4);
+  EXPECT_EQ(std::get<Load>(regroup->stages[heads].op).pattern.stride_w, 4);
   EXPECT_EQ(combine->num_blocks, 1);
   for (const Stage& st : combine->stages) EXPECT_EQ(st.phase, Phase::kPrologue) << st.name;
   // The combine is the last section and writes the flat result row itself: query head v at columns v * 128 (no
