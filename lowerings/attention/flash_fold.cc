@@ -23,8 +23,8 @@
 namespace spatial {
 namespace {
 
-// The most copies of a split fold's tables (one a query tile): a target has far fewer DRAM channels, so past this
-// the copies would only take memory.
+// The most copies of a split fold's tables (one a part): a target has far fewer DRAM channels, so past this the
+// copies would only take memory.
 constexpr int64_t kMaxTableCopies = 64;
 
 ElemAccess Terms(std::vector<Term> terms) { return ElemAccess{0, std::move(terms), std::nullopt}; }
@@ -243,12 +243,14 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
   const int64_t wd = vt * tw;
 
   Template t(tr, tw);
-  // ★ A SPLIT FOLD'S TABLES, ONE COPY A QUERY TILE. Its parts share the prologue along ITEM_X (below), so each query
-  // tile's multicast reads the tables once; with one copy, every query tile's sender would read the same tile from
-  // one DRAM channel, one after another. A copy per query tile (tile y) spreads them over the channels (Qwen3-8B
-  // decode on wormhole_n150: 1.5 k cycles a step). At most kMaxTableCopies: past that the channels are covered.
-  const int64_t copies = g.split > 1 && fi.items <= kMaxTableCopies ? fi.items : 1;
-  const std::vector<Term> copy_at = copies > 1 ? std::vector<Term>{{LoopVar::kItemY, 1}} : std::vector<Term>{};
+  // ★ A SPLIT FOLD'S TABLES, ONE COPY A PART, MULTICAST ALONG THE QUERY TILES. The tables (the scaler, the values'
+  // tile offsets) are alike for every item; with one copy, every multicast's sender would read the same tile from one
+  // DRAM channel, one after another, so each part reads its own copy (tile x) and sends it along ITEM_Y (below) —
+  // a Y-multicast load is the writer's, so the reader goes from the query and the position straight to the first K
+  // block (Qwen3-8B decode on wormhole_n150: 1.5 k cycles a step for the copies, 0.5 k more for the writer taking
+  // them). At most kMaxTableCopies: past that the channels are covered.
+  const int64_t copies = g.split > 1 && g.split <= kMaxTableCopies ? g.split : 1;  // split > 1: items are parts
+  const std::vector<Term> copy_at = copies > 1 ? std::vector<Term>{{LoopVar::kItemX, 1}} : std::vector<Term>{};
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision, copies);
   // The queries and the result are DENSE — a tile row holds `tile` query rows of every head. A latent fold reads its
   // values from the keys' pages: it declares no V.
@@ -525,10 +527,10 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
                     out);
   }
   WireFirstReaders(t);
-  // ★ A SPLIT FOLD'S PARTS SHARE THEIR PROLOGUE: every part of a query tile reads the same position, scaler, query
-  // and tables (no step on ITEM_X, the part). What a part reads of its own — its first block (part_start) — is the
-  // same for every query tile, so it is multicast the other way, along ITEM_Y: 64 sites reading 8 tiles queued at
-  // their channels ahead of the K loads (Qwen3-8B decode, cache 32768: 1.3 k cycles a step at every position).
+  // ★ A SPLIT FOLD'S PARTS SHARE THEIR PROLOGUE: every part of a query tile reads the same position and query (no
+  // step on ITEM_X, the part). What a part reads of its own — its first block (part_start), its copy of the tables —
+  // is the same for every query tile, so it is multicast the other way, along ITEM_Y: 64 sites reading 8 tiles queued
+  // at their channels ahead of the K loads (Qwen3-8B decode, cache 32768: 1.3 k cycles a step at every position).
   if (split > 1) {
     MulticastSharedPrologue(t, LoopVar::kItemX);
     MulticastSharedPrologue(t, LoopVar::kItemY);

@@ -223,7 +223,7 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   const Section* combine = SectionNamed(*comp, "_flash_combine_");
   ASSERT_NE(fold, nullptr);
   ASSERT_NE(combine, nullptr);
-  for (const char* name : {"load_pos", "load_scaler", "load_q"}) {
+  for (const char* name : {"load_pos", "load_q"}) {
     const int i = fold->FindStage(name);
     ASSERT_GE(i, 0) << name;
     EXPECT_EQ(std::get<Load>(fold->stages[i].op).multicast, LoopVar::kItemX) << name;
@@ -231,13 +231,14 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   const int part_start = fold->FindStage("load_part_start");
   ASSERT_GE(part_start, 0);
   EXPECT_EQ(std::get<Load>(fold->stages[part_start].op).multicast, LoopVar::kItemY);
-  // Each query tile's parts read their own copy of the tables (tile y of 8), so the 8 query tiles' multicasts read
-  // different DRAM channels rather than one tile one after another.
+  // Each part reads its own copy of the tables (tile x of 8) and multicasts it to the query tiles (the writer's
+  // load), so the 8 parts' multicasts read different DRAM channels rather than one tile one after another.
   for (const char* name : {"load_scaler", "load_tile_offsets"}) {
     const int i = fold->FindStage(name);
     ASSERT_GE(i, 0) << name;
     const Load& ld = std::get<Load>(fold->stages[i].op);
-    EXPECT_EQ(ld.pattern.origin.steps, (std::vector<Term>{{LoopVar::kItemY, 1}})) << name;
+    EXPECT_EQ(ld.multicast, LoopVar::kItemY) << name;
+    EXPECT_EQ(ld.pattern.origin.steps, (std::vector<Term>{{LoopVar::kItemX, 1}})) << name;
     EXPECT_EQ(fold->tensors[ld.tensor].cols, 8 * wh.tile_cols()) << name;
   }
   // The query's regroup: an item per tile of the regrouped query (8 K/V heads x 4 column tiles), each reading its
