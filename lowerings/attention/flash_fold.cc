@@ -512,11 +512,20 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     for (int64_t j = 0; j < nv; ++j) {
       store_part(part("part_out", j), o_part, out_width_t, o_runs[j], j * vt, vt, o_at);
     }
-    // m_c and s_c side by side in one tile (FlashPartials.stats): a part's statistics are one tile of DRAM, not two.
-    const BufferId stats = t.AddBufferDeep("out_part_stats", pages, 1, acc);
-    t.AddGeneric("pack_part_stats", HeadSpace(qr, kPartStatsCols), {m_run, s_run}, {PerRowMap(w1), PerRowMap(w1)},
-                 IdentMap(w1), Select(Pred::Lt(LoopVar::kCol, kPartSumCol), Op(0), Op(1)), stats);
-    t.AddStoreBlock("store_part_stats", partial(parts.stats, tw, acc), 0,
+    // m_c and s_c in one tile of the datapath's format (FlashPartials.stats), each as a pair (flash_split.h): hi is
+    // the value as a page of that format holds it, lo the rest, rounded as the stats page packs it.
+    const BufferId hi = t.AddScratchDeep("part_stats_hi", 1, 1, precision);
+    t.AddGeneric("part_stats_hi", HeadSpace(qr, 2), {m_run, s_run}, {PerRowMap(w1), PerRowMap(w1)}, IdentMap(w1),
+                 Select(Pred::Lt(LoopVar::kCol, 1), Op(0), Op(1)), hi);
+    const BufferId stats = t.AddBufferDeep("out_part_stats", pages, 1, precision);
+    const ElemAccess s_hi{1, {{LoopVar::kRow, w1}}, std::nullopt};
+    t.AddGeneric("pack_part_stats", HeadSpace(qr, kPartSumLoCol + 1), {m_run, s_run, hi, hi},
+                 {PerRowMap(w1), PerRowMap(w1), PerRowMap(w1), s_hi}, IdentMap(w1),
+                 Select(Pred::Lt(LoopVar::kCol, kPartMaxLoCol), Op(2),
+                        Select(Pred::Lt(LoopVar::kCol, kPartSumHiCol), Sub(Op(0), Op(2)),
+                               Select(Pred::Lt(LoopVar::kCol, kPartSumLoCol), Op(3), Sub(Op(1), Op(3))))),
+                 stats);
+    t.AddStoreBlock("store_part_stats", partial(parts.stats, tw, precision), 0,
                     {{LoopVar::kItemY, 1}, {LoopVar::kItemX, fi.tiles_q}}, {.w = 1, .pitch = 1}, stats);
   }
   for (int64_t j = 0; split == 1 && j < nv; ++j) {

@@ -91,7 +91,8 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   Template t(tr, tw);
   const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_combine_scaler"), precision);
   const int64_t part_rows = split * fi.tiles_q * tr;  // whole tile rows a part, however few rows a query tile has
-  const TensorId st_t = t.AddTensor(parts.stats, TensorRole::kInput, part_rows, tw, acc, TensorInit::External());
+  const TensorId st_t =
+      t.AddTensor(parts.stats, TensorRole::kInput, part_rows, tw, precision, TensorInit::External());
   const Precision o_at = FlashPartialOutPrecision(precision);
   const TensorId o_t = t.AddTensor(parts.out, TensorRole::kInput, part_rows, g.vd, o_at, TensorInit::External());
   const TensorId c = flat ? t.AddTensor(names.out, TensorRole::kOutput, 1, g.q.per_row * g.vd, precision,
@@ -112,7 +113,7 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
                      {.h = split, .w = width_t, .pitch = fi.tiles_q * row_t}, b);
     return b;
   };
-  const BufferId stats_in = load_parts("in_part_stats", st_t, 1, 1, acc);
+  const BufferId stats_in = load_parts("in_part_stats", st_t, 1, 1, precision);
   const BufferId o_in = load_parts("in_part_out", o_t, out_width_t, vt, o_at);
   std::optional<BufferId> sk_in;
   if (sinks) {
@@ -121,11 +122,10 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
     sk_in = t.AddBufferDeep("in_sinks", 1, 1, precision);
     t.AddLoadBlockAt("load_sinks", sinks_t, 0, {{LoopVar::kItemY, 1}}, {}, *sk_in);
   }
-  // Part c's row r is row r of tile c of a page `split` tiles wide, its maximum and sum in columns kPartMaxCol and
-  // kPartSumCol; a row's weights sit in its columns.
+  // Part c's row r is row r of tile c of a page `split` tiles wide, its maximum's and sum's pairs in columns
+  // kPartStat* (flash_split.h), each added back; a row's weights sit in its columns.
   const int64_t wm = split * tw;
-  const ElemAccess max_at{kPartMaxCol, {{LoopVar::kRow, wm}, {LoopVar::kK, tw}}, std::nullopt};
-  const ElemAccess sum_at{kPartSumCol, {{LoopVar::kRow, wm}, {LoopVar::kK, tw}}, std::nullopt};
+  auto stat_at = [&](int64_t col) { return ElemAccess{col, {{LoopVar::kRow, wm}, {LoopVar::kK, tw}}, std::nullopt}; };
   const ElemAccess weight_at{0, {{LoopVar::kRow, w1}, {LoopVar::kK, 1}}, std::nullopt};
   const ElemAccess sink_at{0, {{LoopVar::kRow, 1}}, std::nullopt};  // row r's sink: element r of the item's tile
   // The parts' maxima are in the fold's units (FoldExpScale: raw scores, the scale riding the exps); a sink, a scaled
@@ -135,13 +135,14 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   // M = max over the parts (and the sink), the NaN-ignoring pool.
   const BufferId m_all = t.AddScratchDeep("combined_max", 1, 1, acc);
   {
-    std::vector<BufferId> ins{stats_in, sc_in};
-    std::vector<ElemAccess> maps{max_at, ConstMap()};
-    Body m = Op(0);
+    std::vector<BufferId> ins{stats_in, sc_in, stats_in};
+    std::vector<ElemAccess> maps{stat_at(kPartMaxHiCol), ConstMap(), stat_at(kPartMaxLoCol)};
+    const Body part_max = Add(Op(0), Op(2));
+    Body m = part_max;
     if (sk_in) {
       ins.push_back(*sk_in);
       maps.push_back(sink_at);
-      m = Select(Pred::Lt(LoopVar::kK, split), Op(0), c_exp == 1.0 ? Op(2) : Mul(Op(2), Const(1.0 / c_exp)));
+      m = Select(Pred::Lt(LoopVar::kK, split), part_max, c_exp == 1.0 ? Op(3) : Mul(Op(3), Const(1.0 / c_exp)));
     }
     t.AddGeneric("combined_max", {{LoopVar::kRow, qr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kReduceMax}},
                  ins, maps, PerRowMap(w1), m, m_all);
@@ -150,13 +151,14 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   // m_c = MASKED and s_c = 0: weight 0); the sink's term e^(sink - M), with no value.
   const BufferId weight = t.AddScratchDeep("part_weight", 1, 1, acc);
   {
-    std::vector<BufferId> ins{stats_in, m_all, stats_in};
-    std::vector<ElemAccess> maps{max_at, PerRowMap(w1), sum_at};
-    Body w = Mul(Unary(SfpuKind::ExpAccurate(), units(Sub(Op(0), Op(1)))), Op(2));
+    std::vector<BufferId> ins{stats_in, m_all, stats_in, stats_in, stats_in};
+    std::vector<ElemAccess> maps{stat_at(kPartMaxHiCol), PerRowMap(w1), stat_at(kPartSumHiCol),
+                                 stat_at(kPartMaxLoCol), stat_at(kPartSumLoCol)};
+    Body w = Mul(Unary(SfpuKind::ExpAccurate(), units(Sub(Add(Op(0), Op(3)), Op(1)))), Add(Op(2), Op(4)));
     if (sk_in) {
       ins.push_back(*sk_in);
       maps.push_back(sink_at);
-      w = Select(Pred::Lt(LoopVar::kK, split), w, Unary(SfpuKind::ExpAccurate(), Sub(Op(3), units(Op(1)))));
+      w = Select(Pred::Lt(LoopVar::kK, split), w, Unary(SfpuKind::ExpAccurate(), Sub(Op(5), units(Op(1)))));
     }
     t.AddGeneric("part_weight", {{LoopVar::kRow, qr, IterKind::kParallel}, {LoopVar::kK, terms, IterKind::kParallel}},
                  ins, maps, weight_at, w, weight);
@@ -189,7 +191,7 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
                   {.h = group, .w = vt, .pitch = out_width_t}, out);
   WireFirstReaders(t);
   // ★ THE VALUE BLOCKS OF A QUERY TILE SHARE ITS PARTS' MAXIMA AND SUMS (no step on ITEM_X): read once and multicast,
-  // not once a value block — fp32 tiles of two columns each, as many bytes as a bf16 value tile.
+  // not once a value block — a tile of four columns each, as many bytes as a value tile.
   if (blocks > 1) MulticastSharedPrologue(t, LoopVar::kItemX);
   RETURN_IF_ERROR(WorkItemBudget("a split fold's combine", CheckedMul(fi.items, blocks)));
   std::vector<WorkItem> items;

@@ -23,8 +23,8 @@
 namespace spatial {
 
 // The partial tensors a split fold writes for result `out`: "{out}__flash_part_{stats,out}", part c of query tile y
-// at tile row c * tiles_q + y (stats one tile wide at fp32, row r's maximum in column kPartMaxCol of row r and its
-// sum in column kPartSumCol; out as wide as the result, at FlashPartialOutPrecision).
+// at tile row c * tiles_q + y (stats one tile wide, row r's maximum and sum in row r as pairs of the datapath's
+// format, columns kPartStat*; out as wide as the result, at FlashPartialOutPrecision).
 // The floor a part's sum takes in its own normalization: far below any live part's s >= 1, so it is exact there,
 // and it keeps a part with no live position at Ô = 0 instead of 0/0.
 inline constexpr double kPartSumFloor = 1e-30;
@@ -33,13 +33,17 @@ inline constexpr double kPartSumFloor = 1e-30;
 // rows), so rounding it to the datapath costs what rounding the result does, and it is most of the parts' bytes — a
 // DRAM round trip a decode step pays in full (Qwen3-8B, cache 32768, position 1024: 1.0 of 1.5 MB written and read
 // again at fp32). tt-metal's decode keeps its intermediate outputs in bf16 too (sdpa_decode_program_factory.cpp:
-// im_df = Float16_b). The maxima stay fp32: a weight is e^(scale (m_c - M)), and a bf16 maximum of raw scores would
-// move it by percents; the sums stay with them, in the same tile.
+// im_df = Float16_b).
 Precision FlashPartialOutPrecision(Precision datapath);
 
-inline constexpr int64_t kPartMaxCol = 0;
-inline constexpr int64_t kPartSumCol = 1;
-inline constexpr int64_t kPartStatsCols = 2;
+// ★ A PART'S MAXIMUM AND SUM TRAVEL AS PAIRS: hi, the value rounded to the datapath, and lo, what is left of it,
+// rounded again — ~16 significant bits in bf16, where one bf16 maximum of raw scores would move a weight
+// e^(scale (m_c - M)) by percents (tt-metal's decode keeps its statistics in bf16: stats_df = Float16_b). The
+// combine adds each pair back. Four columns of one tile of the datapath's format: half the bytes of an fp32 tile.
+inline constexpr int64_t kPartMaxHiCol = 0;
+inline constexpr int64_t kPartMaxLoCol = 1;
+inline constexpr int64_t kPartSumHiCol = 2;
+inline constexpr int64_t kPartSumLoCol = 3;
 
 struct FlashPartials {
   std::string stats;

@@ -265,9 +265,9 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   EXPECT_EQ(store.pattern.block_h, 4);
   EXPECT_EQ(store.pattern.stride_h, 4);
   // The combine's value blocks of a query tile (ITEM_X) share its parts' maxima and sums; each reads its own values.
-  // The parts' bytes: the outputs on the datapath (bf16), the maxima and sums at fp32 in one tile a part.
+  // The parts' bytes: the outputs on the datapath (bf16), the maxima and sums as bf16 pairs in one tile a part.
   for (const auto& [name, axis, precision] : std::vector<std::tuple<const char*, LoopVar, Precision>>{
-           {"load_part_stats", LoopVar::kItemX, Precision::kFp32},
+           {"load_part_stats", LoopVar::kItemX, Precision::kBf16},
            {"load_part_out", LoopVar::kUnspecified, Precision::kBf16}}) {
     const int i = combine->FindStage(name);
     ASSERT_GE(i, 0) << name;
