@@ -267,6 +267,7 @@ TEST(AttentionFlashTest, SplitDecodeSharesItsPrologueAndCombinesAtOnce) {
   // The combine's value blocks of a query tile (ITEM_X) share its parts' maxima and sums; each reads its own values.
   // The parts' bytes: the outputs on the datapath (bf16), the maxima and sums as bf16 pairs in one tile a part.
   for (const auto& [name, axis, precision] : std::vector<std::tuple<const char*, LoopVar, Precision>>{
+           {"load_scaler", LoopVar::kItemY, Precision::kBf16},  // a copy a value block, the writer's
            {"load_part_stats", LoopVar::kItemX, Precision::kBf16},
            {"load_part_out", LoopVar::kUnspecified, Precision::kBf16}}) {
     const int i = combine->FindStage(name);
