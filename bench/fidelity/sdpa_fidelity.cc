@@ -6,15 +6,16 @@
 // is fitted.
 //
 // The K/V caches are stored in the row's format (AttentionSpec.kv_format: bf16, or bfp8_b as tt_transformers' and the
-// FAST grid rows ran), and the fold accumulates in the row's Dst (AttentionSpec.dest_acc: a 16-bit Dst for the
-// legacy streaming kernel and FAST, a 32-bit one for ACCURATE). What the simulator does differently, and which way each pulls: the one-core rows keep K/V resident in L1 where the simulator
-// streams them from DRAM through the site's link (slower); tt-metal's STANDARD, BALANCED and ACCURATE recipes use
-// exps the simulator does not have (polynomial and refined Schraudolph): ACCURATE's probabilities take the accurate
-// exp, STANDARD and BALANCED are left out; STANDARD and FAST fuse their K chunks after the first (a reference
-// maximum, no row maximum, the exp on the pack thread overlapping the next product), the simulator folds every chunk
-// alike (slower); tt-metal's causal kernels read each Q chunk's K range on its own core, where the fold multicasts a
-// K/V block to every chunk of its head (faster where DRAM binds). The scale inside the fast exp, the row sums in the
-// packer and the mask on the edge blocks only are modelled as tt-metal has them.
+// FAST grid rows ran), and the fold accumulates in the row's Dst (AttentionSpec.dest_acc: a 16-bit Dst for the legacy
+// streaming kernel and FAST, a 32-bit one for ACCURATE). What the simulator does differently, and which way each pulls:
+// the one-core rows keep K/V resident in L1 where the simulator streams them from DRAM through the site's link
+// (slower); tt-metal's STANDARD, BALANCED and ACCURATE recipes use exps the simulator does not have (polynomial and
+// refined Schraudolph): ACCURATE's probabilities take the accurate exp, STANDARD and BALANCED are left out; STANDARD
+// and FAST fuse their K chunks after the first (a reference maximum, no row maximum, the exp on the pack thread
+// overlapping the next product), the simulator folds every chunk alike (slower); tt-metal's causal kernels read each Q
+// chunk's K range on its own core, where the fold multicasts a K/V block to every chunk of its head (faster where DRAM
+// binds). The scale inside the fast exp, the row sums in the packer and the mask on the edge blocks only are modelled
+// as tt-metal has them.
 //
 //   sdpa_fidelity [--data=DIR] [--markdown=FILE]
 #include <cstdio>

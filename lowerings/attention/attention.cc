@@ -42,7 +42,9 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
         "contractions are not tile products");
   }
   if (g.kv_precision) return NotLowered("a K/V format (kv_format) in the three sections of an attention");
-  if (g.dest != Precision::kFp32) return NotLowered("a 16-bit Dst (dest_acc BF16) in the three sections of an attention");
+  if (g.dest != Precision::kFp32) {
+    return NotLowered("a 16-bit Dst (dest_acc BF16) in the three sections of an attention");
+  }
   return AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);
 }
 

@@ -506,7 +506,7 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     auto partial = [&](const std::string& name, int64_t cols, Precision at) {
       return t.AddTensor(name, TensorRole::kOutput, split * fi.tiles_q * tr, cols, at, TensorInit::Zero());
     };
-    // ★ Ô_c ON THE DATAPATH, m_c AND s_c AT fp32 (FlashPartialOutPrecision). The output first: the items' rects are in it.
+    // Ô_c on the datapath (FlashPartialOutPrecision). The output first: the items' rects are in it.
     const Precision o_at = FlashPartialOutPrecision(precision);
     const TensorId o_part = partial(parts.out, out_width, o_at);
     for (int64_t j = 0; j < nv; ++j) {

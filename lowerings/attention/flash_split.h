@@ -1,9 +1,9 @@
 // Flash-decoding (tt-metal's SDPA decode, FlashDecoding): a decode step's cache split across sites. A fold of
 // FlashGeometry.split parts deals its blocks round robin — part c folds blocks c, c + split, ... — and leaves each
-// part's maximum m_c and sum s_c at fp32 and its output normalized by its own sum, Ô_c = O_c / s_c, on the
-// datapath (FlashPartialOutPrecision); the combine section
-// then merges every part at once: M = max_c m_c, w_c = e^(m_c - M) s_c, S = sum_c w_c, O = sum_c w_c Ô_c, and
-// divides once. The rescale identity is exact, so the split changes only the order of the sums.
+// part's maximum m_c and sum s_c (as pairs of the datapath's format) and its output normalized by its own sum, Ô_c =
+// O_c / s_c, on the datapath (FlashPartialOutPrecision); the combine section then merges every part at once: M = max_c
+// m_c, w_c = e^(m_c - M) s_c, S = sum_c w_c, O = sum_c w_c Ô_c, and divides once. The rescale identity is exact, so the
+// split changes only the order of the sums.
 //
 // ★ ONE ITEM PER K/V HEAD LEAVES THE GRID IDLE. A decode step of 8 K/V heads (or MLA's one latent cache) is 8 (or
 // 4) items over a 64-site grid; split 8 (or 16) ways, every site streams its own part of the cache.

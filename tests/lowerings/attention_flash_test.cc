@@ -391,12 +391,12 @@ TEST(AttentionFlashTest, DestAccRefusals) {
             "attention takes the one-tile fold, whose running state stays in a 32-bit Dst");
   decode.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
   EXPECT_EQ(message(decode), "NotLowered: a 16-bit Dst (dest_acc BF16) in the three sections of an attention");
+  const std::string malformed =
+      "attention.dest_acc: expected FP32 or BF16 (the accumulator tt-metal's fp32_dest_acc_en chooses), got ";
   decode.mutable_attention()->set_dest_acc(proto::FP16);
-  EXPECT_EQ(message(decode),
-            "attention.dest_acc: expected FP32 or BF16 (the accumulator tt-metal's fp32_dest_acc_en chooses), got FP16");
+  EXPECT_EQ(message(decode), malformed + "FP16");
   decode.mutable_attention()->set_dest_acc(static_cast<proto::Precision>(99));
-  EXPECT_EQ(message(decode),
-            "attention.dest_acc: expected FP32 or BF16 (the accumulator tt-metal's fp32_dest_acc_en chooses), got 99");
+  EXPECT_EQ(message(decode), malformed + "99");
 }
 
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
