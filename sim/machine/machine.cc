@@ -38,7 +38,8 @@ const sc_core::sc_time& CycleTime() {
   static const sc_core::sc_time kCycle(1, sc_core::SC_NS);
   return kCycle;
 }
-double Now() { return sc_core::sc_time_stamp() / CycleTime(); }
+// The simulation's clock, in cycles from its start.
+double AbsoluteNow() { return sc_core::sc_time_stamp() / CycleTime(); }
 void WaitCycles(double cycles) {
   if (cycles > 0) sc_core::wait(sc_core::sc_time(cycles, sc_core::SC_NS));
 }
@@ -141,12 +142,19 @@ class Machine : public sc_core::sc_module {
     sc_core::sc_spawn([this] { Controller(); }, "controller", &opt);
     for (int64_t s = 0; s < n; ++s) {
       for (int t = 0; t < kNumEngineThreads; ++t) {
+        starts_.push_back(std::make_unique<sc_core::sc_event>());
         sc_core::sc_spawn([this, s, t] { Sequencer(s, t); }, sc_core::sc_gen_unique_name("sequencer"), &opt);
       }
     }
   }
 
   bool finished() const { return finished_; }
+  // ★ A SECTION KEEPS ITS OWN CLOCK: cycles since its start (an exact difference of SystemC times), so its schedule —
+  // the channels' and the row streams' calendars, the multicasts' handshakes — is computed on the same numbers
+  // wherever it starts. On the absolute clock the doubles round differently at every start and the placements that
+  // compare them came out differently: a section's time moved with the sections before it (gpt-oss-20b's decode
+  // layer: the ops after its attention 0.5% apart when the attention changed).
+  double Now() const { return (sc_core::sc_time_stamp() - section_start_) / CycleTime(); }
   int current_section() const { return current_; }
   std::string DeadlockMessage() const;
   MachineResult Collect(const Composition& c, const Target& target);
@@ -173,12 +181,18 @@ class Machine : public sc_core::sc_module {
   MachineOptions options_;
   std::vector<SiteState> sites_;
   std::vector<std::unique_ptr<sc_core::sc_event>> events_;  // one per site: any FIFO of the site changed
-  sc_core::sc_event start_, done_;
+  // One start event a sequencer (site-major, then thread), notified in that order: the sequencers of a section start
+  // in the same order whatever order they finished the last one in, so the first-come bookings at its first cycle
+  // (a DRAM channel, a multicast's sender) go the same way.
+  std::vector<std::unique_ptr<sc_core::sc_event>> starts_;
+  sc_core::sc_event done_;
   uint64_t generation_ = 0;
   int64_t active_ = 0;
   bool finished_ = false;
   int current_ = 0;
-  std::vector<double> channel_free_;    // the cycle each DRAM channel's calendar is booked until
+  sc_core::sc_time section_start_;  // the current section's start; Now() counts from it
+  double section_origin_ = 0;       // the same, in cycles from the simulation's start (the report's and the spans')
+  std::vector<double> channel_free_;    // the cycle each DRAM channel's calendar is booked until (section clock)
   std::vector<int64_t> channel_tiles_;  // scratch for Transfer (no wait inside it, so sequencers never share it)
   std::vector<SectionTotals> totals_;
   int64_t noc_bytes_ = 0, noc_byte_hops_ = 0;
@@ -190,6 +204,9 @@ class Machine : public sc_core::sc_module {
 };
 
 void Machine::Controller() {
+  // One delta for every sequencer to reach its start event, so the first section starts them in the same order as
+  // every later one (SystemC's initialization runs the processes in an order of its own).
+  sc_core::wait(sc_core::SC_ZERO_TIME);
   for (size_t s = 0; s < plans_.size(); ++s) {
     current_ = static_cast<int>(s);
     const SectionPlan& sp = plans_[s];
@@ -199,23 +216,31 @@ void Machine::Controller() {
       for (size_t b = 0; b < sp.section->buffers.size(); ++b) site.fifos[b].depth = sp.section->buffers[b].depth;
       site.items += static_cast<int64_t>(sp.placement.site_items[i].size());
     }
-    totals_[s].start = Now();
+    section_start_ = sc_core::sc_time_stamp();
+    section_origin_ = AbsoluteNow();
+    totals_[s].start = section_origin_;
+    // Every transfer of the section before ended by the barrier, so no channel is booked past this section's start.
+    std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
     active_ = static_cast<int64_t>(sites_.size()) * kNumEngineThreads;
     ++generation_;
-    start_.notify();
+    for (const auto& e : starts_) e->notify();
     while (active_ > 0) sc_core::wait(done_);
-    // The barrier: the next section starts when every engine of every site is done with this one.
-    totals_[s].end = Now();
+    // The barrier: the next section starts when every engine of every site is done with this one, on the next whole
+    // cycle, so that every section starts on a whole cycle and its reported cycles are its own whatever came before.
+    const double done = AbsoluteNow();
+    const double edge = std::ceil(done - 1e-6);
+    if (edge > done) WaitCycles(edge - done);
+    totals_[s].end = AbsoluteNow();
   }
   finished_ = true;
   ++generation_;
-  start_.notify();  // lets the sequencers return, so the simulation ends with every process finished
+  for (const auto& e : starts_) e->notify();  // lets the sequencers return: the simulation ends with every one finished
 }
 
 void Machine::Sequencer(int64_t site, int thread) {
   uint64_t seen = 0;
   for (;;) {
-    while (generation_ == seen) sc_core::wait(start_);
+    while (generation_ == seen) sc_core::wait(*starts_[static_cast<size_t>(site * kNumEngineThreads + thread)]);
     seen = generation_;
     if (finished_) return;
     const SectionPlan& sp = plans_[current_];
@@ -477,7 +502,7 @@ void Machine::Record(int64_t site, Engine e, const Invocation& inv, const WorkIt
     return;
   }
   Span s;
-  s.start = start;
+  s.start = section_origin_ + start;
   s.dur = dur;
   s.site = static_cast<int32_t>(site);
   s.section = current_;
@@ -491,7 +516,7 @@ void Machine::Record(int64_t site, Engine e, const Invocation& inv, const WorkIt
 std::string Machine::DeadlockMessage() const {
   const Section& sec = *plans_[current_].section;
   std::string msg = absl::StrCat("Deadlock: section '", sec.name, "' cannot make progress at cycle ",
-                                 static_cast<int64_t>(Now()), ":");
+                                 static_cast<int64_t>(AbsoluteNow()), ":");
   static constexpr const char* kThreadNames[] = {"reader", "compute", "writer"};
   int shown = 0, total = 0;
   for (const SiteState& st : sites_) {
@@ -526,7 +551,7 @@ MachineResult Machine::Collect(const Composition& c, const Target& target) {
   r.set_clock_hz(p_.clock_hz);
   r.set_sites(static_cast<int64_t>(sites_.size()));
   r.set_fidelity(p_.fidelity);
-  const double end = Now();
+  const double end = AbsoluteNow();
   const int64_t cycles = static_cast<int64_t>(std::ceil(end - 1e-6));
   r.set_total_cycles(std::max<int64_t>(0, cycles));
   const double seconds = static_cast<double>(r.total_cycles()) / p_.clock_hz;

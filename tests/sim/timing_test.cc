@@ -246,6 +246,23 @@ TEST(Timing, SectionsRunOneAfterAnother) {
   EXPECT_NEAR(static_cast<double>(r.total_cycles()), 2.0 * one.total_cycles(), 2.0);
 }
 
+// A section's time is its own: the same section after different ones (which leave the sites' sequencers finishing
+// in different orders, at different cycles) takes the same cycles as alone. The machine restarts every sequencer in
+// site order at a section's start and counts the section's cycles from it (machine.cc, Machine::Now).
+TEST(Timing, ASectionTakesTheSameCyclesWhateverRanBeforeIt) {
+  const Target t = WormholeLike(4, 4);
+  const Composition contended = Copy(300, 3);  // 16 sites queueing at 12 DRAM channels
+  const double alone = TimeOnly(contended, t).sections(0).cycles();
+  for (const Composition& before : {Copy(37, 5), ExpMap(11, 3), Copy(300, 3)}) {
+    Composition two = before;
+    two.sections.push_back(contended.sections[0]);
+    two.sections.back().name = "contended";
+    const proto::SimReport r = TimeOnly(two, t);
+    ASSERT_EQ(r.sections_size(), 2);
+    EXPECT_EQ(r.sections(1).cycles(), alone) << "after " << before.sections[0].name;
+  }
+}
+
 TEST(Timing, TraceParsesWithOneTrackPerEnginePerSite) {
   const std::string path = ::testing::TempDir() + "/sim_trace.json";
   SimOptions o;
