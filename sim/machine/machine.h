@@ -1,8 +1,9 @@
 // The SystemC model of a target (DESIGN §8 "Machine"): a grid of sites, each with its engines (reader, unpack,
 // matrix, SFPU, pack, writer) driven by three sequencers (reader, compute and writer kernels), its section's
 // buffers as page FIFOs with reserve/push/wait/pop, DRAM channels with bandwidth and latency and NoC links
-// between them. Sections run one after another, separated by barriers. The model is timing only: values come
-// from the VM (sim/simulate.h).
+// between them. Sections run one after another, separated by barriers; each starts on a whole cycle, its sequencers
+// in site order, and schedules on its own clock, so its cycles do not depend on the sections before it. The model is
+// timing only: values come from the VM (sim/simulate.h).
 //
 // Event-driven at stage-invocation granularity: a sequencer sleeps for an invocation's whole busy period
 // (wait(k cycles)) and on one event per site that FIFO state changes notify; nothing is woken per clock. Three
