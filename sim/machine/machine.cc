@@ -151,9 +151,8 @@ class Machine : public sc_core::sc_module {
   bool finished() const { return finished_; }
   // ★ A SECTION KEEPS ITS OWN CLOCK: cycles since its start (an exact difference of SystemC times), so its schedule —
   // the channels' and the row streams' calendars, the multicasts' handshakes — is computed on the same numbers
-  // wherever it starts. On the absolute clock the doubles round differently at every start and the placements that
-  // compare them came out differently: a section's time moved with the sections before it (gpt-oss-20b's decode
-  // layer: the ops after its attention 0.5% apart when the attention changed).
+  // wherever it starts. On the absolute clock the doubles rounded differently at every start (a whole run delayed by
+  // 1000.7 cycles: its sections' sum moved by 1.5 k). With the start order (starts_) a section's time is its own.
   double Now() const { return (sc_core::sc_time_stamp() - section_start_) / CycleTime(); }
   int current_section() const { return current_; }
   std::string DeadlockMessage() const;
