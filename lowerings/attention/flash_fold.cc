@@ -180,6 +180,14 @@ std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId
   return {m_new, alpha};
 }
 
+BufferId InverseSum(Template& t, BufferId s, int64_t rows, double floor) {
+  const int64_t w1 = t.tile_cols();
+  const BufferId inv = t.AddScratchDeep("inverse_sum", 1, 1, Precision::kFp32);
+  t.AddGeneric("inverse_sum", HeadSpace(rows, 1), {s}, {PerRowMap(w1)}, PerRowMap(w1),
+               Unary(SfpuKind::Recip(), floor == 0.0 ? Op(0) : Add(Op(0), Const(floor))), inv);
+  return inv;
+}
+
 absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
                                            const Target& target, int64_t pages) {
   const int64_t tr = target.tile_rows();
@@ -493,12 +501,13 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     // ★ A PART'S OUTPUT IS NORMALIZED BY ITS OWN SUM (flash-decoding's partial): bounded like an attention's, so
     // the combine weighs it by s_c. A part that saw no live position has s = 0 and O = 0; its denominator is
     // s + 1e-30 (seed 001's positive denominator), which leaves every live part's s >= 1 exactly as it is.
+    const BufferId inv_sum = InverseSum(t, s_run, qr, kPartSumFloor);
     auto store_part = [&](const std::string& name, TensorId tensor, int64_t row_t, BufferId from, int64_t base,
                           int64_t width_t, Precision at) {
       const BufferId buf = t.AddBufferDeep(absl::StrCat("out_", name), pages, width_t, at);
       const int64_t w = width_t * tw;
-      t.AddGeneric(absl::StrCat("normalize_", name), HeadSpace(qr, w), {from, s_run}, {IdentMap(w), PerRowMap(w1)},
-                   IdentMap(w), Mul(Op(0), Unary(SfpuKind::Recip(), Add(Op(1), Const(kPartSumFloor)))), buf);
+      t.AddGeneric(absl::StrCat("normalize_", name), HeadSpace(qr, w), {from, inv_sum}, {IdentMap(w), PerRowMap(w1)},
+                   IdentMap(w), Mul(Op(0), Op(1)), buf);
       t.AddStoreBlock(absl::StrCat("store_", name), tensor, base,
                       {{LoopVar::kItemY, row_t}, {LoopVar::kItemX, fi.tiles_q * row_t}}, {.w = width_t, .pitch = row_t},
                       buf);
@@ -528,10 +537,11 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     t.AddStoreBlock("store_part_stats", partial(parts.stats, tw, precision), 0,
                     {{LoopVar::kItemY, 1}, {LoopVar::kItemX, fi.tiles_q}}, {.w = 1, .pitch = 1}, stats);
   }
+  const std::optional<BufferId> inv = split == 1 ? std::optional(InverseSum(t, s_run, qr, 0.0)) : std::nullopt;
   for (int64_t j = 0; split == 1 && j < nv; ++j) {
     const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);
-    t.AddGeneric(part("normalize", j), HeadSpace(qr, vt * tw), {o_runs[j], s_run}, {IdentMap(wd), PerRowMap(w1)},
-                 IdentMap(wd), Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
+    t.AddGeneric(part("normalize", j), HeadSpace(qr, vt * tw), {o_runs[j], *inv}, {IdentMap(wd), PerRowMap(w1)},
+                 IdentMap(wd), Mul(Op(0), Op(1)), out);
     t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, part_t}}, {.w = vt, .pitch = out_width_t},
                     out);
   }

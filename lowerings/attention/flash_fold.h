@@ -121,6 +121,12 @@ std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId
                                            int64_t cols = 1, double scale = 1.0, std::string_view sfx = "",
                                            int64_t rows = 0);
 
+// The output's normalization, the fold's and the split combine's alike: stage "inverse_sum", 1 / (s + floor) for
+// each of `rows` rows of the sums' column `s` (fp32 scratch, one column), so the output is scaled by it with one FPU
+// multiply an element rather than a reciprocal an element on the SFPU (as the prefill fold's inverse_sum, tt-metal's
+// recip_block_inplace on the statistics).
+BufferId InverseSum(Template& t, BufferId s, int64_t rows, double floor);
+
 // ★ TWO PAGES WHERE THEY FIT, ONE WHERE THEY DO NOT (l.5329): the two-page fold when its site footprint fits the
 // target's local memory, else the one-page fold (which computes the same values).
 absl::StatusOr<Composition> FlashFold(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,

@@ -189,8 +189,9 @@ absl::StatusOr<Composition> CombineParts(const AttentionNames& names, const Flas
   // the store puts run i at query head y * group + i's tiles of the one flat row (what the relayout section after the
   // combine did, without its section: ~5.5 k cycles a Qwen3-8B decode step on wormhole_n150).
   const BufferId out = t.AddBufferDeep("out", 2, group * vt, precision);
-  t.AddGeneric("normalize", HeadSpace(qr, wd), {o_run, s_run}, {IdentMap(wd), PerRowMap(w1)}, IdentMap(wd),
-               Mul(Op(0), Unary(SfpuKind::Recip(), Op(1))), out);
+  const BufferId inv_sum = InverseSum(t, s_run, qr, 0.0);
+  t.AddGeneric("normalize", HeadSpace(qr, wd), {o_run, inv_sum}, {IdentMap(wd), PerRowMap(w1)}, IdentMap(wd),
+               Mul(Op(0), Op(1)), out);
   std::vector<Term> ctx_steps{{LoopVar::kItemY, group * out_width_t}};
   if (blocks > 1) ctx_steps.push_back({LoopVar::kItemX, vt});
   t.AddStoreBlock("store_ctx", c, 0, std::move(ctx_steps),
