@@ -180,10 +180,10 @@ std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId
   return {m_new, alpha};
 }
 
-BufferId InverseSum(Template& t, BufferId s, int64_t rows, double floor) {
-  const int64_t w1 = t.tile_cols();
+BufferId InverseSum(Template& t, BufferId s, int64_t rows, double floor, int64_t cols) {
+  const ElemAccess stat = StatMap(cols, t.tile_cols());
   const BufferId inv = t.AddScratchDeep("inverse_sum", 1, 1, Precision::kFp32);
-  t.AddGeneric("inverse_sum", HeadSpace(rows, 1), {s}, {PerRowMap(w1)}, PerRowMap(w1),
+  t.AddGeneric("inverse_sum", HeadSpace(rows, cols), {s}, {stat}, stat,
                Unary(SfpuKind::Recip(), floor == 0.0 ? Op(0) : Add(Op(0), Const(floor))), inv);
   return inv;
 }

@@ -121,11 +121,11 @@ std::pair<BufferId, BufferId> AddMaxUpdate(Template& t, BufferId m_run, BufferId
                                            int64_t cols = 1, double scale = 1.0, std::string_view sfx = "",
                                            int64_t rows = 0);
 
-// The output's normalization, the fold's and the split combine's alike: stage "inverse_sum", 1 / (s + floor) for
-// each of `rows` rows of the sums' column `s` (fp32 scratch, one column), so the output is scaled by it with one FPU
-// multiply an element rather than a reciprocal an element on the SFPU (as the prefill fold's inverse_sum, tt-metal's
+// The output's normalization, the folds' and the split combine's alike: stage "inverse_sum", 1 / (s + floor) for
+// each of `rows` rows of the sums `s` (fp32 scratch in StatMap(cols) layout: a column a query tile), so the output is
+// scaled by it with one FPU multiply an element rather than a reciprocal an element on the SFPU (tt-metal's
 // recip_block_inplace on the statistics).
-BufferId InverseSum(Template& t, BufferId s, int64_t rows, double floor);
+BufferId InverseSum(Template& t, BufferId s, int64_t rows, double floor, int64_t cols = 1);
 
 // ★ TWO PAGES WHERE THEY FIT, ONE WHERE THEY DO NOT (l.5329): the two-page fold when its site footprint fits the
 // target's local memory, else the one-page fold (which computes the same values).

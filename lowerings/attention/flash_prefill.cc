@@ -359,8 +359,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // a row, on the sums' column (tt-metal's recip_block_inplace on the statistics), and the output scaled by it on
   // the FPU, not once an output element.
   t.SetPhase(epilogue_phase);
-  const BufferId inv_sum = t.AddScratchDeep("inverse_sum", 1, 1, acc);
-  t.AddGeneric("inverse_sum", HeadSpace(tr, qc), {s_run}, {stat}, stat, Unary(SfpuKind::Recip(), Op(0)), inv_sum);
+  const BufferId inv_sum = InverseSum(t, s_run, tr, 0.0, qc);
   for (int64_t j = 0; j < nv; ++j) {
     const BufferId out = t.AddBufferDeep(part("out", j), 2, qc * vt, precision);
     t.AddGeneric(part("normalize", j), per_value, {o_runs[j], inv_sum}, {value_at, stat}, value_at,
