@@ -537,13 +537,15 @@ absl::StatusOr<Composition> FlashFoldPaged(const AttentionNames& names, const Fl
     t.AddStoreBlock("store_part_stats", partial(parts.stats, tw, precision), 0,
                     {{LoopVar::kItemY, 1}, {LoopVar::kItemX, fi.tiles_q}}, {.w = 1, .pitch = 1}, stats);
   }
-  const std::optional<BufferId> inv = split == 1 ? std::optional(InverseSum(t, s_run, qr, 0.0)) : std::nullopt;
-  for (int64_t j = 0; split == 1 && j < nv; ++j) {
-    const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);
-    t.AddGeneric(part("normalize", j), HeadSpace(qr, vt * tw), {o_runs[j], *inv}, {IdentMap(wd), PerRowMap(w1)},
-                 IdentMap(wd), Mul(Op(0), Op(1)), out);
-    t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, part_t}}, {.w = vt, .pitch = out_width_t},
-                    out);
+  if (split == 1) {
+    const BufferId inv_sum = InverseSum(t, s_run, qr, 0.0);
+    for (int64_t j = 0; j < nv; ++j) {
+      const BufferId out = t.AddBufferDeep(part("out", j), pages, vt, precision);
+      t.AddGeneric(part("normalize", j), HeadSpace(qr, vt * tw), {o_runs[j], inv_sum}, {IdentMap(wd), PerRowMap(w1)},
+                   IdentMap(wd), Mul(Op(0), Op(1)), out);
+      t.AddStoreBlock(part("store_ctx", j), c, j * vt, {{LoopVar::kItemY, part_t}},
+                      {.w = vt, .pitch = out_width_t}, out);
+    }
   }
   WireFirstReaders(t);
   // ★ A SPLIT FOLD'S PARTS SHARE THEIR PROLOGUE: every part of a query tile reads the same position and query (no
