@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sim/machine/known_index.h"
 #include "sim/machine/multicast_groups.h"
 #include "sim/machine/row_stream.h"
 #include "sim/machine/schedule.h"
@@ -102,6 +103,7 @@ struct SectionPlan {
   std::vector<StageCost> costs;
   std::vector<MulticastGroups> multicast;  // by stage; empty for a stage that is not a multicast Load
   RowStreamPlan stream;
+  std::vector<std::optional<KnownIndex>> known_index;  // by stage: a gathered stage's index, where the program holds it
 };
 
 // One multicast's handshake: members arrive (each having reserved its page: the semaphore the sender waits on),
@@ -164,15 +166,16 @@ class Machine : public sc_core::sc_module {
   void Execute(int64_t site, int thread, const SectionPlan& sp, int64_t ordinal, const WorkItem& item,
                const Invocation& inv);
   // Moves a Load's or Store's tiles over the DRAM channels and the site's link; returns when it is done.
-  void Transfer(int64_t site, const Stage& stage, const StageCost& cost,
+  void Transfer(int64_t site, const SectionPlan& sp, int32_t stage_index, const StageCost& cost,
                 const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall);
   // A multicast Load's share of one group transfer: waits for the group, then for the block to arrive.
   void Multicast(const SectionPlan& sp, int32_t stage_index, const StageCost& cost, const WorkItem& item,
                  int64_t item_index, int32_t block, WaitInfo* waiting, double* busy, double* dram_stall,
                  double* sync_wait);
   // Books a DRAM transfer of the block's tiles for `site` on the channels and the site's link; returns its end.
-  double BookDram(int64_t site, const AccessPattern& pat, const StageCost& cost, const WorkItem& item,
-                  int32_t block, bool write, double now, double* uncontended);
+  double BookDram(int64_t site, const SectionPlan& sp, int32_t stage_index, const AccessPattern& pat,
+                  const StageCost& cost, const WorkItem& item, int32_t block, bool write, double now,
+                  double* uncontended);
   void Record(int64_t site, Engine e, const Invocation& inv, const WorkItem& item, double start, double dur);
 
   MachineParams p_;
@@ -356,7 +359,7 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
     if (grouped) {
       Multicast(sp, inv.stage, cost, item, item_index, inv.block, &waiting, &busy, &dram_stall, &sync_wait);
     } else {
-      Transfer(site, stage, cost, item, inv.block, write, &busy, &dram_stall);
+      Transfer(site, sp, inv.stage, cost, item, inv.block, write, &busy, &dram_stall);
     }
     EngineCounters& ec = st.engines[static_cast<int>(primary)];
     ec.busy += busy;
@@ -391,17 +394,22 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
   changed.notify();
 }
 
-double Machine::BookDram(int64_t site, const AccessPattern& pat, const StageCost& cost, const WorkItem& item,
-                         int32_t block, bool write, double now, double* uncontended) {
+double Machine::BookDram(int64_t site, const SectionPlan& sp, int32_t stage_index, const AccessPattern& pat,
+                         const StageCost& cost, const WorkItem& item, int32_t block, bool write, double now,
+                         double* uncontended) {
   // The block's tiles by TileForm, the one address evaluator (spatial/semantics/affine.h). CheckAddresses has
-  // proven them inside the tensor; only their residues pick channels. The index value is known only to the VM:
-  // timing takes the admitted range's low end.
+  // proven them inside the tensor; only their residues pick channels. A gathered block's index: the table's value
+  // where the program holds it (known_index.h), else the admitted range's low end.
   const AffineForm form = TileForm(pat);
   AddrEnv<Wide> env = ZeroEnv<Wide>();
   env[static_cast<int>(AddrVar::kItemY)] = item.y;
   env[static_cast<int>(AddrVar::kItemX)] = item.x;
   env[static_cast<int>(AddrVar::kKBlock)] = std::max<int32_t>(0, block);
-  if (pat.origin.indirect) env[static_cast<int>(AddrVar::kIndex)] = pat.origin.indirect->lo;
+  if (pat.origin.indirect) {
+    const std::optional<KnownIndex>& known = sp.known_index[static_cast<size_t>(stage_index)];
+    const std::optional<int64_t> v = known ? known->At(item.y, item.x, block) : std::nullopt;
+    env[static_cast<int>(AddrVar::kIndex)] = v.value_or(pat.origin.indirect->lo);
+  }
   const uint64_t channels = static_cast<uint64_t>(p_.channels);
   std::fill(channel_tiles_.begin(), channel_tiles_.end(), 0);
   const int64_t tiles = cost.tiles;
@@ -444,13 +452,14 @@ double Machine::BookDram(int64_t site, const AccessPattern& pat, const StageCost
   return end;
 }
 
-void Machine::Transfer(int64_t site, const Stage& stage, const StageCost& cost,
+void Machine::Transfer(int64_t site, const SectionPlan& sp, int32_t stage_index, const StageCost& cost,
                        const WorkItem& item, int32_t block, bool write, double* busy, double* dram_stall) {
+  const Stage& stage = sp.section->stages[static_cast<size_t>(stage_index)];
   const AccessPattern& pat =
       write ? std::get<Store>(stage.op).pattern : std::get<Load>(stage.op).pattern;
   const double now = Now();
   double uncontended = 0;
-  const double end = BookDram(site, pat, cost, item, block, write, now, &uncontended);
+  const double end = BookDram(site, sp, stage_index, pat, cost, item, block, write, now, &uncontended);
   *busy = uncontended;
   *dram_stall = std::max(0.0, end - now - uncontended);
   WaitCycles(end - now);
@@ -470,7 +479,8 @@ void Machine::Multicast(const SectionPlan& sp, int32_t stage_index, const StageC
     const Load& load = std::get<Load>(sp.section->stages[stage_index].op);
     const int64_t sender = mg.sender_site[group];
     double fastest = 0;
-    const double dram_end = BookDram(sender, load.pattern, cost, item, block, false, arrive, &fastest);
+    const double dram_end =
+        BookDram(sender, sp, stage_index, load.pattern, cost, item, block, false, arrive, &fastest);
     const int64_t bytes = cost.tiles * cost.tile_bytes;
     const double send = static_cast<double>(bytes) / p_.link_bytes_per_cycle +
                         static_cast<double>(mg.span_hops[group]) * p_.hop_cycles + 2 * p_.niu_cycles;
@@ -770,6 +780,7 @@ absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& tar
     for (const Stage& st : sec.stages) sp.costs.push_back(CostOf(sec, st, target, params));
     sp.multicast = GroupMulticasts(sec, sp.placement, blocks);
     sp.stream = PlanRowStream(sec);
+    sp.known_index = KnownIndices(sec, target.tile_rows(), target.tile_cols());
     plans.push_back(std::move(sp));
   }
 
