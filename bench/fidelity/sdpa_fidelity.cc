@@ -7,15 +7,16 @@
 //
 // The K/V caches are stored in the row's format (AttentionSpec.kv_format: bf16, or bfp8_b as tt_transformers' and the
 // FAST grid rows ran), and the fold accumulates in the row's Dst (AttentionSpec.dest_acc: a 16-bit Dst for the legacy
-// streaming kernel and FAST, a 32-bit one for ACCURATE). What the simulator does differently, and which way each pulls:
+// streaming kernel and FAST, a 32-bit one for ACCURATE), and its items read their K/V as the row's kernel does
+// (AttentionSpec.kv_reads: per item for every grid row, each causal — tt-metal builds a K/V chain only for a
+// non-causal call, and its recipe kernels run causal calls without one). What the simulator does differently, and
+// which way each pulls:
 // the one-core rows keep K/V resident in L1 where the simulator streams them from DRAM through the site's link
 // (slower); tt-metal's STANDARD, BALANCED and ACCURATE recipes use exps the simulator does not have (polynomial and
 // refined Schraudolph): ACCURATE's probabilities take the accurate exp, STANDARD and BALANCED are left out; STANDARD
 // and FAST fuse their K chunks after the first (a reference maximum, no row maximum, the exp on the pack thread
-// overlapping the next product), the simulator folds every chunk alike (slower); tt-metal's causal kernels read each Q
-// chunk's K range on its own core, where the fold multicasts a K/V block to every chunk of its head (faster where DRAM
-// binds). The scale inside the fast exp, the row sums in the packer and the mask on the edge blocks only are modelled
-// as tt-metal has them.
+// overlapping the next product), the simulator folds every chunk alike (slower). The scale inside the fast exp, the
+// row sums in the packer and the mask on the edge blocks only are modelled as tt-metal has them.
 //
 //   sdpa_fidelity [--data=DIR] [--markdown=FILE]
 #include <cstdio>
@@ -38,25 +39,26 @@ namespace spatial {
 namespace {
 
 struct Row {
-  std::string name, target, grid, fidelity, probs_exp, kv_format, dest, recipe, measured;
+  std::string name, target, grid, fidelity, probs_exp, kv_format, dest, kv_reads, recipe, measured;
   int64_t heads = 0, kv = 0, hd = 0, rows = 0, cache = 0, causal = 0, k_chunk = 0;
   double published_us = 0;
 };
 
-// case,target,grid,heads,kv,hd,rows,cache,causal,fidelity,probs_exp,k_chunk,kv_format,dest,published_us,recipe,
-// measured
+// case,target,grid,heads,kv,hd,rows,cache,causal,fidelity,probs_exp,k_chunk,kv_format,dest,kv_reads,published_us,
+// recipe,measured
 std::vector<Row> ReadRows(const std::string& path, std::string* error) {
   std::vector<Row> rows;
   const bool ok = fidelity::ReadCsv(
-      path, 17,
+      path, 18,
       [&](const std::vector<std::string>& f) {
         Row r{.name = f[0], .target = f[1], .grid = f[2], .fidelity = f[9], .probs_exp = f[10], .kv_format = f[12],
-              .dest = f[13], .recipe = f[15], .measured = f[16]};
+              .dest = f[13], .kv_reads = f[14], .recipe = f[16], .measured = f[17]};
         if (r.dest != "bf16" && r.dest != "fp32") return false;
+        if (r.kv_reads != "shared" && r.kv_reads != "per_item") return false;
         if (!absl::SimpleAtoi(f[3], &r.heads) || !absl::SimpleAtoi(f[4], &r.kv) || !absl::SimpleAtoi(f[5], &r.hd) ||
             !absl::SimpleAtoi(f[6], &r.rows) || !absl::SimpleAtoi(f[7], &r.cache) ||
             !absl::SimpleAtoi(f[8], &r.causal) || !absl::SimpleAtoi(f[11], &r.k_chunk) ||
-            !absl::SimpleAtod(f[14], &r.published_us)) {
+            !absl::SimpleAtod(f[15], &r.published_us)) {
           return false;
         }
         rows.push_back(r);
@@ -87,6 +89,8 @@ proto::OpSpec SpecOf(const Row& r) {
   if (r.kv_format != "bf16") proto::Precision_Parse(absl::AsciiStrToUpper(r.kv_format), &kv);
   a->set_kv_format(kv);
   a->set_dest_acc(r.dest == "bf16" ? proto::BF16 : proto::FP32);
+  a->set_kv_reads(r.kv_reads == "per_item" ? proto::AttentionSpec::KV_READS_PER_ITEM
+                                           : proto::AttentionSpec::KV_READS_SHARED);
   return s;
 }
 
@@ -122,9 +126,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::ostringstream md;
-  md << "| case | recipe | published | fidelity | K chunk | K/V | Dst | published us | simulated us | sim / pub "
-        "| sites | bound |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  md << "| case | recipe | published | fidelity | K chunk | K/V | Dst | K/V reads | published us | simulated us "
+        "| sim / pub | sites | bound |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::printf("%-38s %-36s %12s %12s %9s %6s %s\n", "case", "recipe", "published us", "simulated us", "sim/pub",
               "sites", "bound");
   for (const Row& r : rows) {
@@ -152,9 +156,9 @@ int Main(int argc, char** argv) {
     const std::string bound = sim->report.roofline().limited_by();
     std::printf("%-38s %-36s %12.1f %12.1f %9.2f %6lld %s\n", r.name.c_str(), r.recipe.c_str(), r.published_us, us,
                 ratio, static_cast<long long>(sites), bound.c_str());
-    md << absl::StrFormat("| %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.2f | %d | %s |\n", r.name,
+    md << absl::StrFormat("| %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.2f | %d | %s |\n", r.name,
                           r.recipe, r.measured, r.fidelity, r.k_chunk ? absl::StrCat(r.k_chunk) : "op's", r.kv_format,
-                          r.dest, r.published_us, us, ratio, sites, bound);
+                          r.dest, r.kv_reads, r.published_us, us, ratio, sites, bound);
   }
   return fidelity::WriteMarkdown(args.markdown, md.str()) ? 0 : 1;
 }

@@ -33,6 +33,13 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
                                                    "tt-metal's fp32_dest_acc_en chooses), got ",
                                                    name.empty() ? absl::StrCat(a.dest_acc()) : name));
   }
+  if (a.kv_reads() == proto::AttentionSpec::KV_READS_PER_ITEM) {
+    g.kv_per_item = true;
+  } else if (a.kv_reads() != proto::AttentionSpec::KV_READS_SHARED) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention.kv_reads: expected KV_READS_SHARED or KV_READS_PER_ITEM (how the items read their K/V), got ",
+        static_cast<int>(a.kv_reads())));
+  }
   if (dense && a.form() != proto::AttentionSpec::FORM_SECTIONS) {
     return FlashFormAttention(names, g, shape.tag, target);
   }
@@ -45,6 +52,7 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
   if (g.dest != Precision::kFp32) {
     return NotLowered("a 16-bit Dst (dest_acc BF16) in the three sections of an attention");
   }
+  if (g.kv_per_item) return NotLowered("K/V read per item (kv_reads PER_ITEM) in the three sections of an attention");
   return AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);
 }
 

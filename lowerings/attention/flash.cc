@@ -79,6 +79,11 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
         "the one-tile fold, whose running state stays in a 32-bit Dst");
   };
   if (g.dest != Precision::kFp32 && !PrefillFoldApplies(g, target)) return outside_prefill();
+  if (g.kv_per_item && !PrefillFoldApplies(g, target)) {
+    return NotLowered(
+        "K/V read per item (kv_reads PER_ITEM) outside the prefill fold (tt-metal's causal SDPA kernels): this "
+        "attention takes the one-tile fold");
+  }
   // ★ A FOLD WHOSE RUNNING OUTPUT ALONE OUTGROWS A SITE NEVER FITS: the output is carried as nv value pages of vt
   // fp32 tiles, two deep, in every paging of the fold, so its footprint is at least that. Such a fold goes to
   // ValuePages without being built (at vd = 2^20 that is thousands of value pages of stages, twice, before the

@@ -273,7 +273,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
       if (!grouped) by_table = IndirectTile{index, head, 0, g.kvw - 1};
       const StageId load = t.AddLoadPattern(
           nm(name), tensor, AccessPattern{TileAddr{origin, std::move(steps), by_table}, kb, cols, 1, stride}, into);
-      t.SetMulticast(load, LoopVar::kItemX);
+      if (!g.kv_per_item) t.SetMulticast(load, LoopVar::kItemX);
     };
     cache_block("load_k", k, grouped ? 0 : kv_k[chain], 0, head_t, head_t, g.kvw * head_t, k_in);
     for (int64_t j = 0; j < nv; ++j) {
@@ -376,8 +376,9 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   WireFirstReaders(t);
   // The tables every item reads alike (the scaler, the row index) are multicast along ITEM_X with the K/V blocks: 64
   // sites reading one tile would queue at one DRAM channel. (Multicast along the heads, ITEM_Y, they would be the
-  // writer's and wait behind the previous item's result.)
-  MulticastSharedPrologue(t, LoopVar::kItemX);
+  // writer's and wait behind the previous item's result.) A fold of one block loads its K/V in the prologue: read per
+  // item, they stay each item's own.
+  MulticastSharedPrologue(t, LoopVar::kItemX, g.kv_per_item ? std::vector<TensorId>{k, v} : std::vector<TensorId>{});
 
   // ★ CAUSAL TRIPS PER ITEM: a chunk folds only the blocks its last row sees (WorkItem.blocks), the section's count
   // being the last chunk's. (With edges every chunk folds the `lead` blocks its first row sees whole, then the

@@ -18,7 +18,8 @@
 // through a table. Otherwise item (y, x) is chunk x of head y, which reads its K/V head from a table (kv_of(y): not
 // affine in y), multicast to the head's chunks. The machine reads a block once for its group and sends it over the
 // NoC; the meaning is unchanged. Along ITEM_X the K/V loads are the reader sequencer's, as tt-metal's reader kernel
-// reads Q, K and V while its writer writes the result.
+// reads Q, K and V while its writer writes the result. With AttentionSpec.kv_reads PER_ITEM every item reads its own
+// blocks instead, as tt-metal's causal SDPA kernels do (no K/V chain): to time the program they run.
 //
 // ★ CAUSAL TRIPS PER ITEM. A chunk sees only the blocks below its last row's limit: one section holds every chunk,
 // and each item folds exactly its chunk's blocks (WorkItem.blocks), so the prefill does little more than half the

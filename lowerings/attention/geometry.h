@@ -151,6 +151,8 @@ struct FlashGeometry {
   std::optional<Precision> kv_precision;
   // The prefill fold's accumulator (AttentionSpec.dest_acc): fp32, or bf16 (checked by FromAttention).
   Precision dest = Precision::kFp32;
+  // The prefill fold's K/V blocks read by every item itself, not multicast (AttentionSpec.kv_reads PER_ITEM).
+  bool kv_per_item = false;
 };
 
 // Keys hd and values vd wide take the flash form on `target`: whole tiles (a key of any width is one contraction into

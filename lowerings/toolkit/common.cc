@@ -278,13 +278,14 @@ void WireFirstReaders(Template& t) {
   for (const Edge& e : edges) t.AddEdge(e.from, e.buffer, e.to);
 }
 
-void MulticastSharedPrologue(Template& t, LoopVar axis) {
+void MulticastSharedPrologue(Template& t, LoopVar axis, const std::vector<TensorId>& own) {
   const AddrVar var = axis == LoopVar::kItemX ? AddrVar::kItemX : AddrVar::kItemY;
   for (StageId i = 0; i < static_cast<StageId>(t.section().stages.size()); ++i) {
     const Stage& st = t.section().stages[i];
     const auto* ld = std::get_if<Load>(&st.op);
     if (ld != nullptr && st.phase == Phase::kPrologue && ld->multicast == LoopVar::kUnspecified &&
-        !ld->pattern.origin.indirect && !TileForm(ld->pattern).Uses(var)) {
+        !ld->pattern.origin.indirect && !TileForm(ld->pattern).Uses(var) &&
+        std::find(own.begin(), own.end(), ld->tensor) == own.end()) {
       t.SetMulticast(i, axis);
     }
   }

@@ -119,8 +119,9 @@ void WireFirstReaders(Template& t);
 // ★ ITEMS THAT READ ONE TILE SHARE IT: every prologue Load of `t` (not yet multicast, not a gather) whose block takes
 // no step on `axis` is marked multicast along it (DESIGN §3.4), so the machine reads it once for the items of a
 // group instead of once per item from one DRAM channel (64 parts of a split decode reading one tile of P took ~8 us,
-// issue #12; a prefill's rope read its tables once per head). The meaning is unchanged.
-void MulticastSharedPrologue(Template& t, LoopVar axis);
+// issue #12; a prefill's rope read its tables once per head). The meaning is unchanged. Loads of the tensors in
+// `own` stay every item's own.
+void MulticastSharedPrologue(Template& t, LoopVar axis, const std::vector<TensorId>& own = {});
 
 // ── Sealing ──
 // How a lowering sizes its compute pages against the accumulator. kWholePage is the seed's policy (AccPolicy::F32):

@@ -399,6 +399,28 @@ TEST(AttentionFlashTest, DestAccRefusals) {
   EXPECT_EQ(message(decode), malformed + "99");
 }
 
+// K/V read per item (kv_reads PER_ITEM) is the prefill fold's choice: refused by name elsewhere and when malformed.
+TEST(AttentionFlashTest, KvReadsRefusals) {
+  const Target& wh = Shipped("wormhole_n150");
+  auto message = [&](const proto::OpSpec& spec) { return LowerMessage(spec, wh); };
+  proto::OpSpec prefill =
+      AttnSpec({.h = 4, .kv = 2, .hd = 128, .vd = 128, .l = 256, .rows = 64, .pos = Pos::kLiteral, .p = 193});
+  prefill.mutable_attention()->set_kv_reads(proto::AttentionSpec::KV_READS_PER_ITEM);
+  EXPECT_EQ(message(prefill), "lowered");
+  proto::OpSpec decode = AttnSpec({.h = 8, .kv = 2, .hd = 64, .vd = 64, .l = 100, .pos = Pos::kNamed, .p = 77});
+  decode.mutable_attention()->set_kv_reads(proto::AttentionSpec::KV_READS_SHARED);
+  EXPECT_EQ(message(decode), "lowered");
+  decode.mutable_attention()->set_kv_reads(proto::AttentionSpec::KV_READS_PER_ITEM);
+  EXPECT_EQ(message(decode),
+            "NotLowered: K/V read per item (kv_reads PER_ITEM) outside the prefill fold (tt-metal's causal SDPA "
+            "kernels): this attention takes the one-tile fold");
+  decode.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
+  EXPECT_EQ(message(decode), "NotLowered: K/V read per item (kv_reads PER_ITEM) in the three sections of an attention");
+  decode.mutable_attention()->set_kv_reads(static_cast<proto::AttentionSpec::KvReads>(7));
+  EXPECT_EQ(message(decode),
+            "attention.kv_reads: expected KV_READS_SHARED or KV_READS_PER_ITEM (how the items read their K/V), got 7");
+}
+
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
 // per query head otherwise.
 TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {

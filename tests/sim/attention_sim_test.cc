@@ -419,6 +419,36 @@ TEST(AttentionSim, ASixteenBitDstIsFasterAndLessAccurateWithinItsClaim) {
   }
 }
 
+// K/V read per item (AttentionSpec.kv_reads PER_ITEM, tt-metal's causal kernels: no K/V chain): no K/V load is
+// multicast, so every item's blocks cross DRAM for it alone — more bytes read — and the values are the same ones.
+TEST(AttentionSim, KvReadPerItemReadsMoreDramForTheSameValues) {
+  const Target t = Wormhole(false);
+  auto run = [&](proto::AttentionSpec::KvReads reads) {
+    proto::OpSpec spec = PrefillSpec(/*fast_probs=*/true);
+    spec.mutable_attention()->set_kv_reads(reads);
+    absl::StatusOr<Composition> c = Lower(spec, t);
+    EXPECT_TRUE(c.ok()) << c.status();
+    int shared = 0;  // K/V loads multicast
+    for (const Section& s : c.ok() ? c->sections : std::vector<Section>{}) {
+      for (const Stage& st : s.stages) {
+        if (!st.is_load()) continue;
+        const Load& l = std::get<Load>(st.op);
+        const std::string& tensor = s.tensors[static_cast<size_t>(l.tensor)].name;
+        if ((tensor == "k_cache" || tensor == "v_cache") && l.multicast != LoopVar::kUnspecified) ++shared;
+      }
+    }
+    EXPECT_EQ(shared > 0, reads == proto::AttentionSpec::KV_READS_SHARED);
+    return LowerCertifySimulate(t, *MakeTargetModel(t), spec);
+  };
+  const Outcome one = run(proto::AttentionSpec::KV_READS_SHARED), own = run(proto::AttentionSpec::KV_READS_PER_ITEM);
+  EXPECT_GT(own.report.dram_read_bytes(), one.report.dram_read_bytes());
+  EXPECT_EQ(own.rel_l2, one.rel_l2);
+  for (const Outcome* o : {&one, &own}) {
+    ASSERT_EQ(o->report.errors_size(), 1);
+    EXPECT_TRUE(o->report.errors(0).within()) << o->report.errors(0).DebugString();
+  }
+}
+
 // Timing needs no values: the same program, timing only.
 proto::SimReport Timing(bool approx, bool fast_probs = false) {
   const Target t = Wormhole(approx);
