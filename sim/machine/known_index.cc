@@ -46,7 +46,8 @@ std::vector<std::optional<KnownIndex>> KnownIndices(const Section& s, int64_t ti
         }
       }
     }
-    if (writers != 1 || !writer->is_load()) continue;
+    // A page loaded once a block is known at a block only to a stage of the same blocks.
+    if (writers != 1 || !writer->is_load() || (writer->phase == Phase::kBody && st.phase != Phase::kBody)) continue;
     const Load& load = std::get<Load>(writer->op);
     if (load.pattern.origin.indirect || load.tensor < 0 || load.tensor >= static_cast<TensorId>(s.tensors.size())) {
       continue;

@@ -31,7 +31,7 @@ struct KnownIndex {
 };
 
 // By stage of `s`: the known index of each gathered Load or Store whose index buffer no stage writes but one Load,
-// direct, of a PARAM tensor with values; nullopt for every other stage.
+// direct, of a PARAM tensor with values (in the body only for a stage in the body); nullopt for every other stage.
 std::vector<std::optional<KnownIndex>> KnownIndices(const Section& s, int64_t tile_rows, int64_t tile_cols);
 
 }  // namespace spatial
