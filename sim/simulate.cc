@@ -15,6 +15,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "sim/machine/known_index.h"
 #include "sim/machine/machine.h"
 #include "absl/strings/str_format.h"
 #include "sim/report/error_stats.h"
@@ -29,31 +30,6 @@
 
 namespace spatial {
 namespace {
-
-// The value of flat element `elem` of a tensor: from the inputs (the value the run starts with), else the run's
-// final values (a tensor an earlier section produced), else its init.
-std::optional<double> TensorElement(const Tensor& t, int64_t elem, const TensorMap& values, const TensorMap& inputs) {
-  for (const TensorMap* m : {&inputs, &values}) {
-    auto it = m->find(t.name);
-    if (it == m->end()) continue;
-    if (elem < 0 || elem >= static_cast<int64_t>(it->second.values.size())) return std::nullopt;
-    return it->second.values[static_cast<size_t>(elem)];
-  }
-  if (elem < 0 || elem >= t.rows * t.cols) return std::nullopt;
-  switch (t.init.kind) {
-    case TensorInit::Kind::kZero:
-      return 0.0;
-    case TensorInit::Kind::kConstF:
-      return t.init.const_f;
-    case TensorInit::Kind::kValues:
-      return elem < static_cast<int64_t>(t.init.values.size()) ? static_cast<double>(t.init.values[elem]) : 0.0;
-    case TensorInit::Kind::kFloatValues:
-      return elem < static_cast<int64_t>(t.init.float_values.size()) ? t.init.float_values[elem] : 0.0;
-    case TensorInit::Kind::kExternal:
-      break;
-  }
-  return std::nullopt;
-}
 
 // Fold blocks per section: the trip's ceil((value + bias) / per) when its value is known, else -1 (the machine
 // then times num_blocks, the most the fold may run).
@@ -164,6 +140,8 @@ absl::StatusOr<SimResult> SimulateHere(const Composition& c, const Target& targe
   }
   MachineOptions mo;
   ASSIGN_OR_RETURN(mo.blocks_per_section, FoldBlocks(c, values, inputs));
+  mo.values = &values;
+  mo.inputs = &inputs;
   mo.record_spans = !options.trace_path.empty() || !options.vcd_path.empty() || !options.svg_path.empty();
   progress.Update("timing on the machine model");
   ASSIGN_OR_RETURN(MachineResult m, RunMachine(c, target, mo));

@@ -4,7 +4,31 @@
 
 namespace spatial {
 
-std::optional<int64_t> KnownIndex::At(int64_t item_y, int64_t item_x, int32_t block) const {
+std::optional<double> TensorElement(const Tensor& t, int64_t elem, const TensorMap& values, const TensorMap& inputs) {
+  for (const TensorMap* m : {&inputs, &values}) {
+    auto it = m->find(t.name);
+    if (it == m->end()) continue;
+    if (elem < 0 || elem >= static_cast<int64_t>(it->second.values.size())) return std::nullopt;
+    return it->second.values[static_cast<size_t>(elem)];
+  }
+  if (elem < 0 || elem >= t.rows * t.cols) return std::nullopt;
+  switch (t.init.kind) {
+    case TensorInit::Kind::kZero:
+      return 0.0;
+    case TensorInit::Kind::kConstF:
+      return t.init.const_f;
+    case TensorInit::Kind::kValues:
+      return elem < static_cast<int64_t>(t.init.values.size()) ? static_cast<double>(t.init.values[elem]) : 0.0;
+    case TensorInit::Kind::kFloatValues:
+      return elem < static_cast<int64_t>(t.init.float_values.size()) ? t.init.float_values[elem] : 0.0;
+    case TensorInit::Kind::kExternal:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> KnownIndex::At(int64_t item_y, int64_t item_x, int32_t block, const TensorMap& values,
+                                      const TensorMap& inputs) const {
   AddrEnv<Wide> env = ZeroEnv<Wide>();
   env[static_cast<int>(AddrVar::kItemY)] = item_y;
   env[static_cast<int>(AddrVar::kItemX)] = item_x;
@@ -16,15 +40,9 @@ std::optional<int64_t> KnownIndex::At(int64_t item_y, int64_t item_x, int32_t bl
   if (tile < 0 || tile >= tiles) return std::nullopt;  // CheckAddresses refuses the run first
   const int64_t t = static_cast<int64_t>(tile);
   const int64_t r = t / per_row * tile_rows, c = t % per_row * tile_cols;
-  const size_t at = static_cast<size_t>(r * table->cols + c);  // a tile inside the table starts inside it
-  double v = 0;                                                 // missing trailing values are zero
-  if (table->init.kind == TensorInit::Kind::kValues) {
-    if (at < table->init.values.size()) v = static_cast<double>(table->init.values[at]);
-  } else if (at < table->init.float_values.size()) {
-    v = table->init.float_values[at];
-  }
-  if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi)) return std::nullopt;
-  return static_cast<int64_t>(v);
+  const std::optional<double> v = TensorElement(*table, r * table->cols + c, values, inputs);
+  if (!v || *v != std::floor(*v) || *v < static_cast<double>(lo) || *v > static_cast<double>(hi)) return std::nullopt;
+  return static_cast<int64_t>(*v);
 }
 
 std::vector<std::optional<KnownIndex>> KnownIndices(const Section& s, int64_t tile_rows, int64_t tile_cols) {
@@ -53,10 +71,7 @@ std::vector<std::optional<KnownIndex>> KnownIndices(const Section& s, int64_t ti
       continue;
     }
     const Tensor& table = s.tensors[static_cast<size_t>(load.tensor)];
-    if (table.role != TensorRole::kParam || (table.init.kind != TensorInit::Kind::kValues &&
-                                             table.init.kind != TensorInit::Kind::kFloatValues)) {
-      continue;
-    }
+    if (table.role == TensorRole::kState) continue;
     known[i] = KnownIndex{.table = &table,
                           .form = TileForm(load.pattern),
                           .per_block = writer->phase == Phase::kBody,

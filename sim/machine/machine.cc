@@ -198,6 +198,7 @@ class Machine : public sc_core::sc_module {
   std::vector<int64_t> channel_tiles_;  // scratch for Transfer (no wait inside it, so sequencers never share it)
   std::vector<SectionTotals> totals_;
   int64_t noc_bytes_ = 0, noc_byte_hops_ = 0;
+  int64_t gathers_at_low_end_ = 0;  // gathered transfers timed at their admitted index's low end (known_index.h)
   std::vector<Span> spans_;
   bool spans_truncated_ = false;
   std::map<std::tuple<int32_t, int32_t, int32_t>, MulticastState> multicasts_;  // (stage, group, block)
@@ -407,8 +408,13 @@ double Machine::BookDram(int64_t site, const SectionPlan& sp, int32_t stage_inde
   env[static_cast<int>(AddrVar::kKBlock)] = std::max<int32_t>(0, block);
   if (pat.origin.indirect) {
     const std::optional<KnownIndex>& known = sp.known_index[static_cast<size_t>(stage_index)];
-    const std::optional<int64_t> v = known ? known->At(item.y, item.x, block) : std::nullopt;
+    static const TensorMap kNone;
+    const std::optional<int64_t> v =
+        known ? known->At(item.y, item.x, block, options_.values != nullptr ? *options_.values : kNone,
+                          options_.inputs != nullptr ? *options_.inputs : kNone)
+              : std::nullopt;
     env[static_cast<int>(AddrVar::kIndex)] = v.value_or(pat.origin.indirect->lo);
+    if (!v && pat.origin.indirect->lo != pat.origin.indirect->hi) ++gathers_at_low_end_;
   }
   const uint64_t channels = static_cast<uint64_t>(p_.channels);
   std::fill(channel_tiles_.begin(), channel_tiles_.end(), 0);
@@ -662,6 +668,11 @@ MachineResult Machine::Collect(const Composition& c, const Target& target) {
   res.spans_truncated = spans_truncated_;
   r.set_trace_events(static_cast<int64_t>(res.spans.size()));
   r.set_trace_truncated(spans_truncated_);
+  if (gathers_at_low_end_ > 0) {
+    r.add_notes(absl::StrCat(gathers_at_low_end_, " gathered block transfer(s) timed at the low end of their admitted "
+                             "index, which is computed on a site or read from a tensor not given: the DRAM channels "
+                             "they occupy, and their contention, may differ on hardware"));
+  }
   TimelineInfo& tl = res.timeline;
   tl.clock_hz = p_.clock_hz;
   tl.grid_y = p_.grid_y;

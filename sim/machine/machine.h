@@ -33,6 +33,7 @@
 #include "proto/report.pb.h"
 #include "sim/report/span.h"
 #include "spatial/program.h"
+#include "spatial/tensor_data.h"
 #include "targets/target.h"
 
 namespace spatial {
@@ -40,6 +41,10 @@ namespace spatial {
 struct MachineOptions {
   // Fold blocks each section runs (a trip's value resolved by the caller); missing entries or -1: num_blocks.
   std::vector<int64_t> blocks_per_section;
+  // What the run's tensors are known to hold, for a gathered block's index (known_index.h): the inputs given and
+  // the run's final values (empty when timing only). Null: none; the tables' inits still are. Must outlive the run.
+  const TensorMap* values = nullptr;
+  const TensorMap* inputs = nullptr;
   // Record one span per engine per stage invocation (for traces), at most max_spans.
   bool record_spans = false;
   int64_t max_spans = 4'000'000;

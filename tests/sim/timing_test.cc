@@ -270,15 +270,32 @@ Composition GatheredCopy(int64_t items, int64_t w, TensorRole table_role) {
 
 // A gathered block's DRAM channels are those of the tiles it reads: where its index comes from a table the program
 // holds, the machine reads the index there (known_index.h), so 256 items gathering their own 4 tiles spread over the
-// 12 channels as a direct copy's do, and the run is bound by its bytes (the index pages' too). From a run input the
-// index is unknown to timing, which takes the admitted range's low end: every item's reads queue at the same 4.
+// 12 channels as a direct copy's do, and the run is bound by its bytes (the index pages' too). From a run input not
+// given the index is unknown to timing, which takes the admitted range's low end — every item's reads queue at the
+// same 4 channels — and the report says so; given, the input is read as the table was.
 TEST(Timing, AGatherThroughAHeldTableBooksTheChannelsItReads) {
   const Target t = WormholeLike(4, 4);
   const proto::SimReport held = TimeOnly(GatheredCopy(256, 4, TensorRole::kParam), t);
   EXPECT_EQ(held.roofline().limited_by(), "dram");
   EXPECT_GT(held.roofline().fraction(), 0.85);
   EXPECT_LT(held.total_cycles(), 1.3 * Cycles(Copy(256, 4), t));  // + the index pages' reads and latency
-  EXPECT_GT(Cycles(GatheredCopy(256, 4, TensorRole::kInput), t), 1.5 * held.total_cycles());
+  EXPECT_EQ(held.notes_size(), 0);
+  const proto::SimReport unknown = TimeOnly(GatheredCopy(256, 4, TensorRole::kInput), t);
+  EXPECT_GT(unknown.total_cycles(), 1.5 * held.total_cycles());
+  ASSERT_EQ(unknown.notes_size(), 1);
+  EXPECT_EQ(unknown.notes(0),
+            "256 gathered block transfer(s) timed at the low end of their admitted index, which is computed on a site "
+            "or read from a tensor not given: the DRAM channels they occupy, and their contention, may differ on "
+            "hardware");
+  TensorData table{.rows = 32, .cols = 32 * 256, .precision = Precision::kInt32};
+  table.values.assign(32 * 32 * 256, 0.0);
+  for (int64_t i = 0; i < 256; ++i) table.values[static_cast<size_t>(32 * i)] = static_cast<double>(i);
+  SimOptions opts;
+  opts.timing_only = true;
+  absl::StatusOr<SimResult> given = Simulate(GatheredCopy(256, 4, TensorRole::kInput), t, {{"table", table}}, opts);
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->report.total_cycles(), held.total_cycles());
+  EXPECT_EQ(given->report.notes_size(), 0);
 }
 
 // A section's time is its own: the same section after different ones (which leave the sites' sequencers finishing
