@@ -103,7 +103,7 @@ struct SectionPlan {
   std::vector<StageCost> costs;
   std::vector<MulticastGroups> multicast;  // by stage; empty for a stage that is not a multicast Load
   RowStreamPlan stream;
-  std::vector<std::optional<KnownIndex>> known_index;  // by stage: a gathered stage's index, where the program holds it
+  std::vector<std::optional<KnownIndex>> known_index;  // by stage: where a gathered stage's index is loaded from
 };
 
 // One multicast's handshake: members arrive (each having reserved its page: the semaphore the sender waits on),
@@ -399,8 +399,8 @@ double Machine::BookDram(int64_t site, const SectionPlan& sp, int32_t stage_inde
                          const StageCost& cost, const WorkItem& item, int32_t block, bool write, double now,
                          double* uncontended) {
   // The block's tiles by TileForm, the one address evaluator (spatial/semantics/affine.h). CheckAddresses has
-  // proven them inside the tensor; only their residues pick channels. A gathered block's index: the table's value
-  // where the program holds it (known_index.h), else the admitted range's low end.
+  // proven them inside the tensor; only their residues pick channels. A gathered block's index: its value where the
+  // run knows it (known_index.h), else the admitted range's low end, counted for the report's note.
   const AffineForm form = TileForm(pat);
   AddrEnv<Wide> env = ZeroEnv<Wide>();
   env[static_cast<int>(AddrVar::kItemY)] = item.y;
