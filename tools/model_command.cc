@@ -75,6 +75,8 @@ void PrintOps(const PlanRun& run, double clock, bool values) {
                                rep.sections_size(), rep.total_cycles(), rep.total_cycles() / clock * 1e6, 100.0,
                                rep.roofline().limited_by(), 100.0 * rep.roofline().fraction(),
                                (rep.dram_read_bytes() + rep.dram_write_bytes()) / 1e6);
+  // What the run assumed that a reader must know (the simulator's report notes).
+  for (const std::string& note : rep.notes()) std::cout << "note: " << note << "\n";
 }
 
 // The columns of tensor `name` in the run's program (1 when it has none by that name).
