@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sim/machine/address_check.h"
 #include "sim/machine/known_index.h"
 #include "sim/machine/multicast_groups.h"
 #include "sim/machine/row_stream.h"
@@ -714,57 +715,6 @@ absl::Status CheckRunLength(const std::vector<SectionPlan>& plans, const Machine
   return absl::OkStatus();
 }
 
-// Every tile a Load or Store forms, for every item and fold block the run executes, lies in its tensor: the
-// machine refuses, as the VM does, to time an access outside memory (a program run with --no-certify and no
-// values would otherwise report cycles for reading tile 1000 of a 4-tile tensor). The reach of each item is
-// TileForm over the item's coordinates, the blocks the run folds, the index's admitted range and the block's
-// tiles: exact, since each variable appears once (spatial/semantics/affine.h).
-absl::Status CheckAddresses(const SectionPlan& sp, int64_t tile_rows, int64_t tile_cols) {
-  const Section& s = *sp.section;
-  for (size_t si = 0; si < s.stages.size(); ++si) {
-    const Stage& st = s.stages[si];
-    const AccessPattern* pat = nullptr;
-    TensorId tensor = -1;
-    if (const auto* l = std::get_if<Load>(&st.op)) {
-      pat = &l->pattern;
-      tensor = l->tensor;
-    } else if (const auto* w = std::get_if<Store>(&st.op)) {
-      pat = &w->pattern;
-      tensor = w->tensor;
-    }
-    if (pat == nullptr) continue;
-    if (st.phase == Phase::kBody && sp.blocks == 0) continue;  // a fold of no blocks runs no body stage
-    const Tensor& t = s.tensors[tensor];
-    const int64_t tiles = ((t.rows + tile_rows - 1) / tile_rows) * ((t.cols + tile_cols - 1) / tile_cols);
-    const int64_t last_block = st.phase == Phase::kBody ? std::max<int64_t>(0, sp.blocks - 1) : 0;
-    const AffineForm form = TileForm(*pat);
-    AddrEnv<Interval> env = ZeroEnv<Interval>();
-    env[static_cast<int>(AddrVar::kKBlock)] = Interval::Of(0, last_block);
-    if (pat->origin.indirect) {
-      env[static_cast<int>(AddrVar::kIndex)] = Interval::Of(pat->origin.indirect->lo, pat->origin.indirect->hi);
-    }
-    env[static_cast<int>(AddrVar::kBlockI)] = Interval::Of(0, Wide{pat->block_h} - 1);
-    env[static_cast<int>(AddrVar::kBlockJ)] = Interval::Of(0, Wide{pat->block_w} - 1);
-    for (const WorkItem& item : s.items) {
-      env[static_cast<int>(AddrVar::kItemY)] = Interval::Point(item.y);
-      env[static_cast<int>(AddrVar::kItemX)] = Interval::Point(item.x);
-      const Interval reach = Evaluate(form, env);
-      if (!reach.Within(0, Wide{tiles} - 1)) {
-        return vm_internal::FaultStatus(
-            vm_internal::kTileOutOfRange,
-            absl::StrCat("section '", s.name, "' item ", item.id, " stage '", st.name, "' (#", si, ")"),
-            absl::StrCat(
-            "tile ", WideToString(reach.lo < 0 ? reach.lo : reach.hi), " of tensor '", t.name, "' (", tiles, " tiles)",
-            st.phase == Phase::kBody ? absl::StrCat(" over blocks [0, ", last_block, "]") : "",
-            pat->origin.indirect ? absl::StrCat(" with the index in [", pat->origin.indirect->lo, ", ",
-                                                pat->origin.indirect->hi, "]")
-                                 : ""));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& target, const MachineOptions& options) {
@@ -796,7 +746,9 @@ absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& tar
   }
 
   RETURN_IF_ERROR(CheckRunLength(plans, params));
-  for (const SectionPlan& sp : plans) RETURN_IF_ERROR(CheckAddresses(sp, target.tile_rows(), target.tile_cols()));
+  for (const SectionPlan& sp : plans) {
+    RETURN_IF_ERROR(CheckAddresses(*sp.section, sp.blocks, target.tile_rows(), target.tile_cols()));
+  }
   // Before SystemC's first use: its banner would otherwise go to stdout.
   setenv("SC_COPYRIGHT_MESSAGE", "DISABLE", 1);
   try {
