@@ -9,8 +9,8 @@
 #include "certify/codes.h"
 #include "certify/context.h"
 #include "certify/generic_access.h"
-#include "certify/table_pages.h"
 #include "spatial/semantics/affine.h"
+#include "spatial/semantics/table_pages.h"
 
 namespace spatial::certify {
 namespace {

@@ -15,8 +15,8 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
-#include "sim/machine/known_index.h"
 #include "sim/machine/machine.h"
+#include "sim/machine/tensor_element.h"
 #include "absl/strings/str_format.h"
 #include "sim/report/error_stats.h"
 #include "sim/report/progress_line.h"

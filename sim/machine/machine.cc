@@ -16,14 +16,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/machine/address_check.h"
-#include "sim/machine/known_index.h"
 #include "sim/machine/multicast_groups.h"
 #include "sim/machine/row_stream.h"
 #include "sim/machine/schedule.h"
 #include "sim/machine/stage_cost.h"
+#include "sim/machine/tensor_element.h"
 #include "sim/place/placement.h"
 #include "sim/vm/fault.h"
 #include "spatial/semantics/affine.h"
+#include "spatial/semantics/table_pages.h"
 #include "spatial/status_macros.h"
 
 // libsystemc.so's own main() calls sc_main. Binaries here have their own main() and drive SystemC through
@@ -104,7 +105,7 @@ struct SectionPlan {
   std::vector<StageCost> costs;
   std::vector<MulticastGroups> multicast;  // by stage; empty for a stage that is not a multicast Load
   RowStreamPlan stream;
-  std::vector<std::optional<KnownIndex>> known_index;  // by stage: where a gathered stage's index is loaded from
+  std::optional<TablePages> tables;  // the pages known for each item: a gathered block's index among them
 };
 
 // One multicast's handshake: members arrive (each having reserved its page: the semaphore the sender waits on),
@@ -174,9 +175,8 @@ class Machine : public sc_core::sc_module {
                  int64_t item_index, int32_t block, WaitInfo* waiting, double* busy, double* dram_stall,
                  double* sync_wait);
   // Books a DRAM transfer of the block's tiles for `site` on the channels and the site's link; returns its end.
-  double BookDram(int64_t site, const SectionPlan& sp, int32_t stage_index, const AccessPattern& pat,
-                  const StageCost& cost, const WorkItem& item, int32_t block, bool write, double now,
-                  double* uncontended);
+  double BookDram(int64_t site, const SectionPlan& sp, const AccessPattern& pat, const StageCost& cost,
+                  const WorkItem& item, int32_t block, bool write, double now, double* uncontended);
   void Record(int64_t site, Engine e, const Invocation& inv, const WorkItem& item, double start, double dur);
 
   MachineParams p_;
@@ -199,7 +199,7 @@ class Machine : public sc_core::sc_module {
   std::vector<int64_t> channel_tiles_;  // scratch for Transfer (no wait inside it, so sequencers never share it)
   std::vector<SectionTotals> totals_;
   int64_t noc_bytes_ = 0, noc_byte_hops_ = 0;
-  int64_t gathers_at_low_end_ = 0;  // gathered transfers timed at their admitted index's low end (known_index.h)
+  int64_t gathers_at_low_end_ = 0;  // gathered transfers timed at their admitted index's low end (BookDram)
   std::vector<Span> spans_;
   bool spans_truncated_ = false;
   std::map<std::tuple<int32_t, int32_t, int32_t>, MulticastState> multicasts_;  // (stage, group, block)
@@ -396,26 +396,23 @@ void Machine::Execute(int64_t site, int thread, const SectionPlan& sp, int64_t o
   changed.notify();
 }
 
-double Machine::BookDram(int64_t site, const SectionPlan& sp, int32_t stage_index, const AccessPattern& pat,
-                         const StageCost& cost, const WorkItem& item, int32_t block, bool write, double now,
-                         double* uncontended) {
+double Machine::BookDram(int64_t site, const SectionPlan& sp, const AccessPattern& pat, const StageCost& cost,
+                         const WorkItem& item, int32_t block, bool write, double now, double* uncontended) {
   // The block's tiles by TileForm, the one address evaluator (spatial/semantics/affine.h). CheckAddresses has
-  // proven them inside the tensor; only their residues pick channels. A gathered block's index: its value where the
-  // run knows it (known_index.h), else the admitted range's low end, counted for the report's note.
+  // proven them inside the tensor; only their residues pick channels. A gathered block's index: element 0 of its
+  // index page where the run knows it (a table's, a given input's: TablePages), else the admitted range's low end,
+  // counted for the report's note.
   const AffineForm form = TileForm(pat);
   AddrEnv<Wide> env = ZeroEnv<Wide>();
   env[static_cast<int>(AddrVar::kItemY)] = item.y;
   env[static_cast<int>(AddrVar::kItemX)] = item.x;
   env[static_cast<int>(AddrVar::kKBlock)] = std::max<int32_t>(0, block);
   if (pat.origin.indirect) {
-    const std::optional<KnownIndex>& known = sp.known_index[static_cast<size_t>(stage_index)];
-    static const TensorMap kNone;
-    const std::optional<int64_t> v =
-        known ? known->At(item.y, item.x, block, options_.values != nullptr ? *options_.values : kNone,
-                          options_.inputs != nullptr ? *options_.inputs : kNone)
-              : std::nullopt;
-    env[static_cast<int>(AddrVar::kIndex)] = v.value_or(pat.origin.indirect->lo);
-    if (!v && pat.origin.indirect->lo != pat.origin.indirect->hi) ++gathers_at_low_end_;
+    const IndirectTile& ind = *pat.origin.indirect;
+    std::optional<int64_t> v = sp.tables->Element(ind.index, item, 0);
+    if (v && (*v < ind.lo || *v > ind.hi)) v.reset();  // the run faults there
+    env[static_cast<int>(AddrVar::kIndex)] = v.value_or(ind.lo);
+    if (!v && ind.lo != ind.hi) ++gathers_at_low_end_;
   }
   const uint64_t channels = static_cast<uint64_t>(p_.channels);
   std::fill(channel_tiles_.begin(), channel_tiles_.end(), 0);
@@ -466,7 +463,7 @@ void Machine::Transfer(int64_t site, const SectionPlan& sp, int32_t stage_index,
       write ? std::get<Store>(stage.op).pattern : std::get<Load>(stage.op).pattern;
   const double now = Now();
   double uncontended = 0;
-  const double end = BookDram(site, sp, stage_index, pat, cost, item, block, write, now, &uncontended);
+  const double end = BookDram(site, sp, pat, cost, item, block, write, now, &uncontended);
   *busy = uncontended;
   *dram_stall = std::max(0.0, end - now - uncontended);
   WaitCycles(end - now);
@@ -486,8 +483,7 @@ void Machine::Multicast(const SectionPlan& sp, int32_t stage_index, const StageC
     const Load& load = std::get<Load>(sp.section->stages[stage_index].op);
     const int64_t sender = mg.sender_site[group];
     double fastest = 0;
-    const double dram_end =
-        BookDram(sender, sp, stage_index, load.pattern, cost, item, block, false, arrive, &fastest);
+    const double dram_end = BookDram(sender, sp, load.pattern, cost, item, block, false, arrive, &fastest);
     const int64_t bytes = cost.tiles * cost.tile_bytes;
     const double send = static_cast<double>(bytes) / p_.link_bytes_per_cycle +
                         static_cast<double>(mg.span_hops[group]) * p_.hop_cycles + 2 * p_.niu_cycles;
@@ -741,7 +737,12 @@ absl::StatusOr<MachineResult> RunMachine(const Composition& c, const Target& tar
     for (const Stage& st : sec.stages) sp.costs.push_back(CostOf(sec, st, target, params));
     sp.multicast = GroupMulticasts(sec, sp.placement, blocks);
     sp.stream = PlanRowStream(sec);
-    sp.known_index = KnownIndices(sec, target.tile_rows(), target.tile_cols());
+    sp.tables.emplace(sec, target.tile_rows(), target.tile_cols(),
+                      [values = options.values, inputs = options.inputs](const Tensor& t, int64_t elem) {
+                        static const TensorMap kNone;
+                        return TensorElement(t, elem, values != nullptr ? *values : kNone,
+                                             inputs != nullptr ? *inputs : kNone);
+                      });
     plans.push_back(std::move(sp));
   }
 

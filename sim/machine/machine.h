@@ -41,7 +41,7 @@ namespace spatial {
 struct MachineOptions {
   // Fold blocks each section runs (a trip's value resolved by the caller); missing entries or -1: num_blocks.
   std::vector<int64_t> blocks_per_section;
-  // What the run's tensors are known to hold, for a gathered block's index (known_index.h): the inputs given and
+  // What the run's tensors are known to hold, for a gathered block's index (TensorElement): the inputs given and
   // the run's final values (empty when timing only). Null: none; the tables' inits still are. Must outlive the run.
   const TensorMap* values = nullptr;
   const TensorMap* inputs = nullptr;

@@ -269,7 +269,7 @@ Composition GatheredCopy(int64_t items, int64_t w, TensorRole table_role) {
 }
 
 // A gathered block's DRAM channels are those of the tiles it reads: where its index comes from a table the program
-// holds, the machine reads the index there (known_index.h), so 256 items gathering their own 4 tiles spread over the
+// holds, the machine reads the index there (TablePages), so 256 items gathering their own 4 tiles spread over the
 // 12 channels as a direct copy's do, and the run is bound by its bytes (the index pages' too). From a run input not
 // given the index is unknown to timing, which takes the admitted range's low end — every item's reads queue at the
 // same 4 channels — and the report says so; given, the input is read as the table was.

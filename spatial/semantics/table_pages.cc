@@ -1,11 +1,12 @@
-#include "certify/table_pages.h"
+#include "spatial/semantics/table_pages.h"
 
 #include <cmath>
+#include <utility>
 
 #include "spatial/maps.h"
 #include "spatial/semantics/affine.h"
 
-namespace spatial::certify {
+namespace spatial {
 namespace {
 
 // A tensor whose every element is known at compile time, as an integer.
@@ -21,8 +22,9 @@ bool KnownIntegers(const Tensor& t) {
 
 }  // namespace
 
-TablePages::TablePages(const Section& s, int64_t tile_rows, int64_t tile_cols)
-    : s_(s), tile_rows_(tile_rows), tile_cols_(tile_cols), table_load_(s.buffers.size(), nullptr) {
+TablePages::TablePages(const Section& s, int64_t tile_rows, int64_t tile_cols, KnownElement known)
+    : s_(s), tile_rows_(tile_rows), tile_cols_(tile_cols), known_(std::move(known)),
+      table_load_(s.buffers.size(), nullptr) {
   std::vector<int> writers(s.buffers.size(), 0);
   for (const Stage& st : s.stages) {
     for (BufferId b : st.outs) ++writers[b];
@@ -30,7 +32,11 @@ TablePages::TablePages(const Section& s, int64_t tile_rows, int64_t tile_cols)
   for (const Stage& st : s.stages) {
     const auto* l = std::get_if<Load>(&st.op);
     if (!l || st.outs.size() != 1 || writers[st.outs[0]] != 1 || l->pattern.origin.indirect) continue;
-    if (TileForm(l->pattern).Uses(AddrVar::kKBlock) || !KnownIntegers(s.tensors[l->tensor])) continue;
+    const Tensor& t = s.tensors[l->tensor];
+    if (TileForm(l->pattern).Uses(AddrVar::kKBlock) ||
+        !(KnownIntegers(t) || (known_ && t.role != TensorRole::kState))) {
+      continue;
+    }
     table_load_[st.outs[0]] = l;
   }
 }
@@ -58,6 +64,11 @@ std::optional<int64_t> TablePages::Element(BufferId b, const WorkItem& item, int
   const int64_t r = (tile / cols_t) * tile_rows_ + row;
   const int64_t c = (tile % cols_t) * tile_cols_ + col % tile_cols_;
   if (r >= t.rows || c >= t.cols) return 0;  // tile padding
+  if (!KnownIntegers(t)) {
+    const std::optional<double> v = known_(t, r * t.cols + c);
+    if (!v || *v != std::floor(*v) || !(std::fabs(*v) < 9e15)) return std::nullopt;
+    return static_cast<int64_t>(*v);
+  }
   switch (t.init.kind) {
     case TensorInit::Kind::kValues: {
       const int64_t at = r * t.cols + c;
@@ -68,4 +79,4 @@ std::optional<int64_t> TablePages::Element(BufferId b, const WorkItem& item, int
   }
 }
 
-}  // namespace spatial::certify
+}  // namespace spatial
