@@ -77,6 +77,8 @@ void Template::SetMulticast(StageId load, LoopVar axis) {
   std::get<Load>(section_.stages.at(load).op).multicast = axis;
 }
 
+void Template::SetLastBlocks(StageId stage, int64_t blocks) { section_.stages.at(stage).last_blocks = blocks; }
+
 void Template::AddEdge(StageId from, BufferId buf, StageId to) { section_.edges.push_back(Edge{from, buf, to}); }
 
 void Template::SetTrip(Trip trip, int64_t max_blocks) {

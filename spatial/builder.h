@@ -65,6 +65,8 @@ class Template {
   // Marks a Load's block as the same for every item along `axis` (kItemX or kItemY): the machine reads it once
   // and multicasts it (DESIGN §3.4). The certifier proves it (MULTICAST_VARIES).
   void SetMulticast(StageId load, LoopVar axis);
+  // Body stage `stage` runs on each item's last `blocks` fold blocks only (Stage.last_blocks).
+  void SetLastBlocks(StageId stage, int64_t blocks);
 
   // A page of `buf` flows from `from` to `to`.
   void AddEdge(StageId from, BufferId buf, StageId to);

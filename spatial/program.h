@@ -193,6 +193,9 @@ struct Stage {
   std::vector<BufferId> ins;
   std::vector<BufferId> outs;
   StageOp op;
+  // A body stage run on each item's last `last_blocks` blocks only (0: every block); see RunsOnBlock
+  // (spatial/semantics/trip.h) and validate.cc's rule (an in-place compute stage).
+  int64_t last_blocks = 0;
 
   bool is_load() const { return std::holds_alternative<Load>(op); }
   bool is_store() const { return std::holds_alternative<Store>(op); }

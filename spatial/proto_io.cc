@@ -180,6 +180,7 @@ proto::Stage StageToProto(const Stage& s) {
   proto::Stage p;
   p.set_name(s.name);
   p.set_phase(static_cast<proto::Phase>(s.phase));
+  p.set_last_blocks(s.last_blocks);
   p.mutable_ins()->Add(s.ins.begin(), s.ins.end());
   p.mutable_outs()->Add(s.outs.begin(), s.outs.end());
   if (const auto* l = std::get_if<Load>(&s.op)) {
@@ -222,6 +223,7 @@ absl::StatusOr<Stage> StageFromProto(const proto::Stage& p, const DiagWhere& sec
   Stage s;
   s.name = p.name();
   ASSIGN_OR_RETURN(s.phase, EnumFrom<Phase>(p.phase(), proto::Phase_IsValid, where, "phase"));
+  s.last_blocks = p.last_blocks();
   s.ins.assign(p.ins().begin(), p.ins().end());
   s.outs.assign(p.outs().begin(), p.outs().end());
   switch (p.kind_case()) {

@@ -153,11 +153,38 @@ class SectionChecker {
     for (size_t k = 0; k < st.outs.size(); ++k) {
       RETURN_IF_ERROR(CheckId(where, absl::StrCat("outs[", k, "]"), st.outs[k], s_.buffers.size(), "buffer"));
     }
+    RETURN_IF_ERROR(CheckLastBlocks(st, where));
     if (const auto* l = std::get_if<Load>(&st.op)) return CheckLoad(st, *l, where);
     if (const auto* w = std::get_if<Store>(&st.op)) return CheckStore(st, *w, where);
     if (const auto* g = std::get_if<Generic>(&st.op)) return CheckGeneric(st, *g, where);
     if (const auto* m = std::get_if<MatmulTiles>(&st.op)) return CheckMatmul(st, *m, where);
     return Malformed(where, "op", "no kind");
+  }
+
+  // A stage run on the last blocks only (Stage.last_blocks) is a body compute stage that rewrites in place what it
+  // reads: on the blocks it skips, its buffers keep their pages, which is its meaning (RunsOnBlock, trip.h).
+  absl::Status CheckLastBlocks(const Stage& st, const DiagWhere& where) {
+    if (st.last_blocks == 0) return absl::OkStatus();
+    RETURN_IF_ERROR(CheckRange(where, "last_blocks", st.last_blocks, 0, kMaxFoldBlocks));
+    if (st.phase != Phase::kBody) {
+      return Malformed(where, "last_blocks",
+                       absl::StrCat("set on a ", std::string(PhaseName(st.phase)),
+                                    " stage (only a body stage runs on some fold blocks and not others)"));
+    }
+    if (st.is_load() || st.is_store()) {
+      return Malformed(where, "last_blocks",
+                       "set on a Load or Store (only a compute stage that rewrites its buffers in place may skip "
+                       "blocks; a transfer runs on every block)");
+    }
+    for (const BufferId b : st.outs) {
+      if (std::find(st.ins.begin(), st.ins.end(), b) == st.ins.end()) {
+        return Malformed(where, "last_blocks",
+                         absl::StrCat("the stage writes buffer '", s_.buffers[b].name,
+                                      "' without reading it: a stage run on the last blocks only must rewrite in "
+                                      "place what it reads (on the blocks it skips, its buffers keep their pages)"));
+      }
+    }
+    return absl::OkStatus();
   }
 
   // Shared by loads and stores: the block fits the page, steps use only item and block variables, the index

@@ -87,6 +87,11 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const bool grouped = GroupedItems(g);
   const int64_t blocks = range.blocks;
   const int64_t lead = blocks - range.edges;  // the blocks the fold runs (all of them without edges)
+  // The blocks chunk `chunk` folds: those its last row sees (with edges, every chunk folds them all).
+  auto chunk_blocks = [&](int64_t chunk) {
+    const int64_t last_row = std::min((chunk + 1) * qc * tr, g.q.rows) - 1;
+    return g.limit && range.edges == 0 ? std::min(blocks, CeilDiv(g.limit->value + last_row, kb * tr)) : blocks;
+  };
   const bool fold = lead > 1;
   const Phase body_phase = fold ? Phase::kBody : Phase::kPrologue;
   const Phase epilogue_phase = fold ? Phase::kEpilogue : Phase::kPrologue;
@@ -253,6 +258,19 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const BufferId k_in = t.AddBufferDeep("in_k", 1, kb * head_t, kv);
   std::vector<BufferId> v_ins;
   for (int64_t j = 0; j < nv; ++j) v_ins.push_back(t.AddBufferDeep(part("in_v", j), 1, kb * vt, kv));
+  // ★ THE MASK ON THE DIAGONAL ONLY, PER ITEM. Where each item folds its own count with the start carried, a chunk's
+  // first row sees all but the last few of its blocks whole (a causal chunk: its diagonal), so the mask runs on each
+  // item's last `diagonal` blocks only (Stage.last_blocks; on the blocks before, it would leave every score as it
+  // is): tt-metal masks only its diagonal chunks. `diagonal` is the most any chunk needs.
+  int64_t diagonal = 0;
+  if (mask.counted) {
+    for (int64_t chunk = 0; chunk < range.chunks; ++chunk) {
+      const int64_t own = chunk_blocks(chunk);
+      const int64_t first_row = chunk * qc * tr;
+      const int64_t whole = std::min(own, (g.limit ? g.limit->value + first_row : g.l) / (kb * tr));
+      diagonal = std::max(diagonal, own - whole);
+    }
+  }
   const BufferId s_buf = t.AddScratchDeep("scores", 1, qc * kb, mat);
   const BufferId capped = g.cap ? t.AddScratchDeep("capped_scores", 1, qc * kb, mat) : s_buf;
   const BufferId m_blk = t.AddScratchDeep("block_max", 1, 1, acc);
@@ -316,8 +334,9 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
       std::vector<BufferId> ins{capped};
       std::vector<ElemAccess> maps{score_at};
       AddLimitSlots(m, ins, maps, stat);
-      t.AddGeneric(nm("mask_scores"), per_score, ins, maps, score_at, Live(m, LoopVar::kK, Op(0), Const(kMasked), 1),
-                   capped);
+      const StageId masking = t.AddGeneric(nm("mask_scores"), per_score, ins, maps, score_at,
+                                           Live(m, LoopVar::kK, Op(0), Const(kMasked), 1), capped);
+      if (!at && m.start && diagonal > 0 && diagonal < blocks) t.SetLastBlocks(masking, diagonal);
     }
     t.AddGeneric(nm("block_max"), per_score_pool(IterKind::kReduceMax), {capped, sc_in}, {score_at, ConstMap()}, stat,
                  Op(0), m_blk);
@@ -388,9 +407,7 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // of a group, the chunks of equal count — run at the same ordinal.
   std::vector<WorkItem> items;
   for (int64_t chunk = 0; chunk < range.chunks; ++chunk) {
-    const int64_t last_row = std::min((chunk + 1) * qc * tr, g.q.rows) - 1;
-    const int64_t own =
-        g.limit && range.edges == 0 ? std::min(blocks, CeilDiv(g.limit->value + last_row, kb * tr)) : blocks;
+    const int64_t own = chunk_blocks(chunk);
     for (int64_t h = 0; h < fi.per_row; ++h) {
       const int64_t x = grouped ? chunk * group + h % group : chunk;
       const int64_t y = grouped ? h / group : h;

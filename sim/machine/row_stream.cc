@@ -31,8 +31,13 @@ RowStreamPlan PlanRowStream(const Section& section) {
         if (computes(p)) {
           auto& d = plan.deps[s];
           if (std::find(d.begin(), d.end(), static_cast<int32_t>(p)) == d.end()) d.push_back(static_cast<int32_t>(p));
-          plan.chained[s].push_back(b);
+          if (std::find(plan.chained[s].begin(), plan.chained[s].end(), b) == plan.chained[s].end()) {
+            plan.chained[s].push_back(b);
+          }
         }
+        // A writer that skips blocks (Stage.last_blocks: in place) leaves the page of the writer before it on those
+        // blocks, so that one is a predecessor too (its packed time is this block's where the skipper's is stale).
+        if (prev.last_blocks > 0) continue;
         break;
       }
     }

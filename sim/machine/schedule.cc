@@ -111,7 +111,9 @@ absl::StatusOr<SectionSchedule> BuildSchedule(const Section& section, int64_t bl
   for (int s : prologue) emit(s, -1);
   if (!body.empty()) {
     for (int64_t k = 0; k < sch.blocks; ++k) {
-      for (int s : body) emit(s, static_cast<int32_t>(k));
+      for (int s : body) {
+        if (RunsOnBlock(section.stages[s], sch.blocks, k)) emit(s, static_cast<int32_t>(k));  // trip.h
+      }
     }
   }
   for (int s : epilogue) emit(s, -1);

@@ -354,7 +354,8 @@ bool PackedRowSum(const Section& s, size_t i) {
   const Stage& prod = s.stages[i - 1];
   const auto* g = std::get_if<Generic>(&st.op);
   const auto* pg = std::get_if<Generic>(&prod.op);
-  if (!g || !pg || st.phase != prod.phase || st.ins.empty() || prod.outs.empty() || st.ins[0] != prod.outs[0]) {
+  if (!g || !pg || st.phase != prod.phase || st.last_blocks != prod.last_blocks || st.ins.empty() ||
+      prod.outs.empty() || st.ins[0] != prod.outs[0]) {
     return false;
   }
   int sums = 0;

@@ -514,7 +514,9 @@ class Runner {
     const int64_t blocks = ItemBlocks(s.items[item], nb);  // spatial/semantics/trip.h
     for (int64_t block = 0; block < blocks; ++block) {
       vars.kblock = block;
-      for (int stage : cs.phase[1]) RETURN_IF_ERROR(RunStage(cs, w, item, stage, vars, claims));
+      for (int stage : cs.phase[1]) {
+        if (RunsOnBlock(s.stages[stage], blocks, block)) RETURN_IF_ERROR(RunStage(cs, w, item, stage, vars, claims));
+      }
     }
     vars.kblock = 0;
     for (int stage : cs.phase[2]) RETURN_IF_ERROR(RunStage(cs, w, item, stage, vars, claims));

@@ -28,6 +28,12 @@ inline int64_t ItemBlocks(const WorkItem& item, int64_t section_blocks) {
   return item.blocks >= 0 && item.blocks < section_blocks ? item.blocks : section_blocks;
 }
 
+// Whether stage `st` runs on fold block k of an item folding `item_blocks` (ItemBlocks): a body stage with
+// last_blocks runs on the item's last last_blocks blocks only; every other stage on every block of its phase.
+inline bool RunsOnBlock(const Stage& st, int64_t item_blocks, int64_t k) {
+  return st.phase != Phase::kBody || st.last_blocks <= 0 || k >= item_blocks - st.last_blocks;
+}
+
 }  // namespace spatial
 
 #endif  // SPATIAL_SEMANTICS_TRIP_H_

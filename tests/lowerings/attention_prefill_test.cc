@@ -99,6 +99,16 @@ void ExpectPrefillShape(const Composition& comp, const AttnCase& c, const Target
       EXPECT_EQ(first_limit / (kb * tr), blocks - edges) << "the fold takes exactly the blocks every row sees whole";
       EXPECT_LT(s->FindStage("mask_scores"), 0);
       for (int64_t e = 0; e < edges; ++e) EXPECT_GE(s->FindStage(absl::StrCat("mask_scores_edge", e)), 0);
+    } else if (const int mask = s->FindStage("mask_scores"); mask >= 0 && s->has_fold()) {
+      // Without edges the mask runs on each item's last blocks only, the most any item's first row sees in part
+      // (its diagonal): every block before them is whole to every row of the item (Stage.last_blocks).
+      int64_t diagonal = 0;
+      for (const WorkItem& it : s->items) {
+        const int64_t own = ItemBlocks(it, s->num_blocks);
+        const int64_t first_limit = c.pos == Pos::kLiteral ? c.p + it.out.row0_t * tr : c.l;
+        diagonal = std::max(diagonal, own - std::min(own, first_limit / (kb * tr)));
+      }
+      EXPECT_EQ(s->stages[mask].last_blocks, diagonal > 0 && diagonal < s->num_blocks ? diagonal : 0);
     }
     int multicast = 0;
     for (const Stage& st : s->stages) {

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "sim/simulate.h"
+#include "sim/vm/vm.h"
 #include "spatial/maps.h"
 #include "tests/sim/sim_test_util.h"
 
@@ -17,8 +18,9 @@ using sim_test::WormholeLike;
 
 // Items (y, 0), y = 0..n-1, fold `num_blocks` blocks or their own count: each block loads a 1 x 4 tile block of b
 // (the same block for every item: multicast along ITEM_Y when `multicast`) and adds its first element to a carried
-// count n; the epilogue stores n into the item's tile of y.
-Composition Counter(int64_t num_blocks, const std::vector<int64_t>& own, bool multicast) {
+// count n; the epilogue stores n into the item's tile of y. With `bonus_last` > 0, a stage after the count adds 10 to
+// n on each item's last `bonus_last` blocks only (Stage.last_blocks: in place).
+Composition Counter(int64_t num_blocks, const std::vector<int64_t>& own, bool multicast, int64_t bonus_last = 0) {
   Template t(32, 32);
   const int64_t items = static_cast<int64_t>(own.size());
   const TensorId b = t.AddTensor("b", TensorRole::kInput, 32, 32 * 4 * num_blocks, Precision::kBf16,
@@ -32,11 +34,17 @@ Composition Counter(int64_t num_blocks, const std::vector<int64_t>& own, bool mu
   const StageId load = t.AddLoad("load_b", b, {{LoopVar::kKBlock, 4}}, 4, b_in);
   if (multicast) t.SetMulticast(load, LoopVar::kItemY);
   const StageId add = t.AddGeneric("count", FlatSpace(1), {n, b_in}, {At(0), At(0)}, At(0), Add(Op(0), Op(1)), n);
+  StageId last = add;
+  if (bonus_last > 0) {
+    last = t.AddGeneric("bonus", FlatSpace(1), {n}, {At(0)}, At(0), Add(Op(0), Const(10)), n);
+    t.SetLastBlocks(last, bonus_last);
+    t.AddEdge(add, n, last);
+  }
   t.SetPhase(Phase::kEpilogue);
   const StageId store = t.AddStore("store", y, {{LoopVar::kItemY, 1}}, 1, n);
   t.AddEdge(init, n, add);
   t.AddEdge(load, b_in, add);
-  t.AddEdge(add, n, store);
+  t.AddEdge(last, n, store);
   std::vector<WorkItem> its;
   for (int64_t i = 0; i < items; ++i) {
     its.push_back(WorkItem{.id = i, .y = i, .x = 0, .out = TileRect{i, 0, 1, 1}, .blocks = own[i]});
@@ -80,6 +88,28 @@ TEST(ItemBlocks, MulticastGroupsFoldAlike) {
   EXPECT_EQ(r.dram_read_bytes(), (4 + 2 + 1) * block_bytes);
   const proto::SimReport alike = TimeOnly(Counter(4, {-1, -1, -1, -1}, true), target);
   EXPECT_EQ(alike.dram_read_bytes(), 4 * block_bytes);
+}
+
+// A body stage run on the last blocks only (Stage.last_blocks) runs on each item's last ones of its own count: the
+// VM and the machine agree on the values (count + 10 per block the bonus ran), and the machine invokes the stage
+// exactly that often.
+TEST(ItemBlocks, AStageOnTheLastBlocksRunsOnEachItemsLastOnes) {
+  const std::vector<int64_t> own = {3, 0, -1, 2, 1};
+  const std::vector<double> want = {3 + 20, 0, 4 + 20, 2 + 20, 1 + 10};
+  TensorData ones{32, 32 * 4 * 4, Precision::kBf16, std::vector<double>(32 * 32 * 4 * 4, 1.0)};
+  const Composition c = Counter(4, own, false, /*bonus_last=*/2);
+  absl::StatusOr<TensorMap> vm = RunComposition(c, 32, 32, {{"b", ones}});
+  ASSERT_TRUE(vm.ok()) << vm.status();
+  const Target target = WormholeLike(1, 4);
+  absl::StatusOr<SimResult> r = Simulate(c, target, {{"b", ones}}, SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(vm->at("y").values[i * 32 * 32], want[i]) << "VM, item " << i;
+    EXPECT_EQ(r->outputs.at("y").values[i * 32 * 32], want[i]) << "machine, item " << i;
+  }
+  // 3 + 0 + 4 + 2 + 1 blocks run the bonus on every block; on the last two of each, 2 + 0 + 2 + 2 + 1.
+  const int64_t every = TimeOnly(Counter(4, own, false, /*bonus_last=*/4), target).stage_invocations();
+  EXPECT_EQ(every - TimeOnly(c, target).stage_invocations(), (3 + 0 + 4 + 2 + 1) - (2 + 0 + 2 + 2 + 1));
 }
 
 // Many items, each folding a different long count, would expand to a schedule per count: refused by message, before

@@ -26,6 +26,7 @@ void ExpectStagesEqual(const Stage& a, const Stage& b) {
   SCOPED_TRACE(a.name);
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.phase, b.phase);
+  EXPECT_EQ(a.last_blocks, b.last_blocks);
   EXPECT_EQ(a.ins, b.ins);
   EXPECT_EQ(a.outs, b.outs);
   ASSERT_EQ(a.op.index(), b.op.index());
@@ -85,7 +86,9 @@ TEST(ProtoIo, RichProgramIsValid) {
 }
 
 TEST(ProtoIo, RoundTripIsByteIdenticalAndFieldsCompareEqual) {
-  Composition c = RichComposition();
+  RichIds ids;
+  Composition c = RichComposition(&ids);
+  c.sections[0].stages[ids.mix].last_blocks = 2;  // a stage run on each item's last 2 blocks only
   proto::Composition p1 = ToProto(c);
   EXPECT_EQ(p1.ir_version(), proto::IR_VERSION_1);
   EXPECT_EQ(p1.target(), "wormhole_n150");

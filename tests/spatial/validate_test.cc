@@ -284,6 +284,29 @@ TEST_F(ValidateTest, ItemBlocksWithinTheSectionsFold) {
   }
 }
 
+// A stage run on each item's last blocks only (Stage.last_blocks) is a body compute stage that rewrites in place
+// what it reads (on the blocks it skips, its buffers keep their pages): the carried mix may, nothing else may.
+TEST_F(ValidateTest, LastBlocksOnlyOnAnInPlaceBodyComputeStage) {
+  for (const int64_t ok : {1, 4, 9}) {
+    stage(ids_.mix).last_blocks = ok;
+    EXPECT_TRUE(ValidateComposition(c_, 32, 32).ok()) << ok << ": " << ValidateComposition(c_, 32, 32);
+  }
+  stage(ids_.mix).last_blocks = -1;
+  ExpectError({"stage 'mix' (#7) last_blocks: expected 0..16777216, got -1"});
+  stage(ids_.mix).last_blocks = 0;
+  stage(ids_.init_carry).last_blocks = 1;
+  ExpectError({"stage 'init_carry'", "last_blocks: set on a prologue stage (only a body stage runs on some fold "
+               "blocks and not others)"});
+  stage(ids_.init_carry).last_blocks = 0;
+  stage(ids_.load_x).last_blocks = 1;
+  ExpectError({"stage 'load_x' (#5) last_blocks: set on a Load or Store (only a compute stage that rewrites its "
+               "buffers in place may skip blocks; a transfer runs on every block)"});
+  stage(ids_.load_x).last_blocks = 0;
+  stage(ids_.mm).last_blocks = 2;
+  ExpectError({"stage 'mm' (#8) last_blocks: the stage writes buffer 'acc' without reading it: a stage run on the "
+               "last blocks only must rewrite in place what it reads"});
+}
+
 TEST_F(ValidateTest, NumBlocksBounded) {
   fold().num_blocks = (int64_t{1} << 24) + 1;
   ExpectError({"section 'rich_fold' num_blocks: expected 1..16777216, got 16777217"});
