@@ -96,8 +96,12 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   const Phase body_phase = fold ? Phase::kBody : Phase::kPrologue;
   const Phase epilogue_phase = fold ? Phase::kEpilogue : Phase::kPrologue;
   ASSIGN_OR_RETURN(const Precision precision, ElemPrecision(target));
-  // The running state's buffers; the section's accumulator (Dst) is g.dest (AttentionSpec.dest_acc).
-  const Precision acc = Precision::kFp32;
+  // The running state's buffers, in the Dst's format (AttentionSpec.dest_acc): in a 32-bit Dst fp32; in a 16-bit
+  // one bf16, as tt-metal keeps every SDPA intermediate (sdpa_program_factory.cpp: im_df = Float16_b for the output
+  // and the statistics, "need to disable fp32 cbs"). Every update of the state rounds to bf16 in such a Dst anyway;
+  // held at 16 bits only the value product's accumulation onto the output (the packer's) rounds once more, and each
+  // update's unpack and pack move half the bytes.
+  const Precision acc = g.dest;
   const Precision mat = *target.matrix_in();
   const bool masked = g.limit.has_value() || g.l % tr != 0;
   if (masked) RETURN_IF_ERROR(DatapathPrecision(Datapath::kInt, target).status());
