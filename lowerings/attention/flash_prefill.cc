@@ -129,7 +129,6 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
                                         {LoopVar::kK, vt * tw, IterKind::kParallel}};
 
   Template t(tr, tw);
-  const TensorId scaler = OnesTile(t, absl::StrCat(names.out, "__flash_scaler"), precision);
   ASSIGN_OR_RETURN(const FlashOperands ops, AddFlashOperands(t, names, g, fi, precision));
   const TensorId q = ops.q;
   const TensorId k = ops.k;
@@ -146,7 +145,9 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // one (a site holds one of the two, and the next block's loads once the scores have read the page).
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 2, 1, precision);
   const BufferId q_in = t.AddBufferDeep("in_q", 2, qc * head_t, precision);
-  t.AddLoadBlockAt("load_scaler", scaler, 0, {}, {}, sc_in);
+  // The reductions' scaler, a tile of ones, made on the site (tt-metal's reader kernel generates it in L1,
+  // generate_reduce_scaler): read from DRAM, every site's copy would come from one channel at each item's start.
+  t.AddGeneric("make_scaler", HeadSpace(tr, tw), {}, {}, IdentMap(tw), Const(1.0), sc_in);
   const int64_t group = g.q.group;
   const int64_t chunks = fi.tiles_q / qc;
   // Grouped, item x's chunk and head in its group index the query and the result through a table (not affine in
@@ -190,8 +191,8 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     kv_k.push_back(kv_index(absl::StrCat("k", sfx)));
     for (int64_t j = 0; j < nv; ++j) kv_vs[chain].push_back(kv_index(absl::StrCat(part("v", j), sfx)));
   }
-  // Row r of the chunk's query tile i sees the positions below P + (x * qc + i) * tile + r (or all l of them):
-  // (x * qc + i) * tile from a table of one tile per chunk, r from a tile holding r in row r.
+  // Row r of the chunk's query tile i sees the positions below P + (x * qc + i) * tile + r (or all l of them): the
+  // row index (x * qc + i) * tile + r from a table of one tile per item.
   FoldMask mask;
   mask.masked = masked;
   mask.counted = masked && fold && range.edges == 0;
@@ -207,22 +208,23 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     }
     // Item x's chunk: x, or grouped x / group.
     const int64_t xs = grouped ? chunks * group : chunks;
-    std::vector<int64_t> first_rows(static_cast<size_t>(xs * tw), 0);
-    for (int64_t x = 0; x < xs; ++x) {
-      for (int64_t i = 0; i < qc; ++i) first_rows[x * tw + i] = ((grouped ? x / group : x) * qc + i) * tr;
+    // Tile x of the table holds, at (row r, query tile i), the row index of item x's query tile i's row r: one
+    // tile per item, on its own DRAM channel, where a table of each chunk's first rows and a tile of row indices
+    // (the same tile for every item, on one channel) were two reads at every item's start.
+    std::vector<int64_t> rows_of(static_cast<size_t>(tr * xs * tw), 0);
+    for (int64_t r = 0; r < tr; ++r) {
+      for (int64_t x = 0; x < xs; ++x) {
+        for (int64_t i = 0; i < qc; ++i) {
+          rows_of[static_cast<size_t>((r * xs + x) * tw + i)] = ((grouped ? x / group : x) * qc + i) * tr + r;
+        }
+      }
     }
-    const TensorId rows_t = t.AddTensor(absl::StrCat(names.out, "__flash_chunk_rows"), TensorRole::kParam, 1,
-                                        xs * tw, ix, TensorInit::Values(std::move(first_rows)));
+    const TensorId rows_t = t.AddTensor(absl::StrCat(names.out, "__flash_chunk_rows"), TensorRole::kParam, tr,
+                                        xs * tw, ix, TensorInit::Values(std::move(rows_of)));
     const BufferId q_rows = t.AddBufferDeep("in_chunk_rows", 1, 1, ix);
     t.AddLoadBlockAt("load_chunk_rows", rows_t, 0, {{LoopVar::kItemX, 1}}, {}, q_rows);
-    std::vector<int64_t> index(static_cast<size_t>(tr * tw));
-    for (int64_t e = 0; e < tr * tw; ++e) index[e] = e / tw;
-    const TensorId row_index = t.AddTensor(absl::StrCat(names.out, "__flash_row_index"), TensorRole::kParam, tr,
-                                           tw, ix, TensorInit::Values(std::move(index)));
-    const BufferId r_in = t.AddBufferDeep("in_row_index", 1, 1, ix);
-    t.AddLoadBlockAt("load_row_index", row_index, 0, {}, {}, r_in);
-    t.AddGeneric("row_limit", HeadSpace(tr, qc), {q_rows, r_in}, {terms({{LoopVar::kCol, 1}}), PerRowMap(w1)},
-                 stat, Add(Add(Const(static_cast<double>(g.limit->value)), Op(0)), Op(1)), row_lim);
+    t.AddGeneric("row_limit", HeadSpace(tr, qc), {q_rows}, {terms({{LoopVar::kRow, tw}, {LoopVar::kCol, 1}})}, stat,
+                 Add(Const(static_cast<double>(g.limit->value)), Op(0)), row_lim);
   };
   if (masked && range.edges == 0) {
     add_row_limit();
@@ -397,10 +399,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
     }
   }
   WireFirstReaders(t);
-  // The tables every item reads alike (the scaler, the row index) are multicast along ITEM_X with the K/V blocks: 64
-  // sites reading one tile would queue at one DRAM channel. (Multicast along the heads, ITEM_Y, they would be the
-  // writer's and wait behind the previous item's result.) A fold of one block loads its K/V in the prologue: read per
-  // item, they stay each item's own.
+  // What the items of a K/V head read alike in the prologue (ungrouped, the K/V head's index tiles; a fold of one
+  // block, its K/V) is multicast along ITEM_X with the K/V blocks: 64 sites reading one tile would queue at one DRAM
+  // channel. (Multicast along the heads, ITEM_Y, they would be the writer's and wait behind the previous item's
+  // result.) A fold of one block read per item keeps its K/V each item's own.
   MulticastSharedPrologue(t, LoopVar::kItemX, g.kv_per_item ? std::vector<TensorId>{k, v} : std::vector<TensorId>{});
 
   // ★ CAUSAL TRIPS PER ITEM: a chunk folds only the blocks its last row sees (WorkItem.blocks), the section's count
