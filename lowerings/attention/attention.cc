@@ -40,6 +40,14 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
         "attention.kv_reads: expected KV_READS_SHARED or KV_READS_PER_ITEM (how the items read their K/V), got ",
         static_cast<int>(a.kv_reads())));
   }
+  if (a.chunk_split() == proto::AttentionSpec::CHUNK_SPLIT_CONTIGUOUS) {
+    g.contiguous_chunks = true;
+  } else if (a.chunk_split() != proto::AttentionSpec::CHUNK_SPLIT_BALANCED) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention.chunk_split: expected CHUNK_SPLIT_BALANCED or CHUNK_SPLIT_CONTIGUOUS (which site folds which "
+        "query chunks), got ",
+        static_cast<int>(a.chunk_split())));
+  }
   if (dense && a.form() != proto::AttentionSpec::FORM_SECTIONS) {
     return FlashFormAttention(names, g, shape.tag, target);
   }
@@ -53,6 +61,9 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
     return NotLowered("a 16-bit Dst (dest_acc BF16) in the three sections of an attention");
   }
   if (g.kv_per_item) return NotLowered("K/V read per item (kv_reads PER_ITEM) in the three sections of an attention");
+  if (g.contiguous_chunks) {
+    return NotLowered("tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) in the three sections of an attention");
+  }
   return AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);
 }
 

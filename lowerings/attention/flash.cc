@@ -84,6 +84,11 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
         "K/V read per item (kv_reads PER_ITEM) outside the prefill fold (tt-metal's causal SDPA kernels): this "
         "attention takes the one-tile fold");
   }
+  if (g.contiguous_chunks && !PrefillFoldApplies(g, target)) {
+    return NotLowered(
+        "tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) outside the prefill fold: this attention takes "
+        "the one-tile fold, whose items are not query chunks");
+  }
   // ★ A FOLD WHOSE RUNNING OUTPUT ALONE OUTGROWS A SITE NEVER FITS: the output is carried as nv value pages of vt
   // fp32 tiles, two deep, in every paging of the fold, so its footprint is at least that. Such a fold goes to
   // ValuePages without being built (at vd = 2^20 that is thousands of value pages of stages, twice, before the
@@ -104,7 +109,9 @@ absl::StatusOr<Composition> FlashAttention(const AttentionNames& names, const Fl
     absl::StatusOr<Composition> p = PrefillFold(names, g, tag, target);
     if (p.ok()) {
       prefill = *std::move(p);
-    } else if (!IsRefusal(p.status())) {
+    } else if (!IsRefusal(p.status()) || g.dest != Precision::kFp32 || g.kv_per_item || g.contiguous_chunks) {
+      // A choice only the prefill fold makes (a 16-bit Dst, K/V per item, tt-metal's chunk split): its own refusal
+      // says why, where the one-tile fold would ignore the choice.
       return p.status();
     }
   }

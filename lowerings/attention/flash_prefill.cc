@@ -70,6 +70,46 @@ int64_t EdgeBlocks(const FlashGeometry& g, const Chunking& ch, const Range& r, i
   return whole >= 1 && edges >= 1 && edges <= kMaxEdges ? edges : 0;
 }
 
+// ★ TT-METAL'S CHUNK SPLIT (AttentionSpec.chunk_split CONTIGUOUS), as its SDPA program factory computes it for one
+// batch: the heads spread over the cores first (nh_parallel = min(cores, heads)), then the chunks (q_parallel =
+// min(cores / nh_parallel, chunks)); core i takes nh_per_core heads from ((i / q_parallel) % nh_parallel) *
+// nh_per_core and q_per_core = ceil(chunks / q_parallel) consecutive chunks from (i % q_parallel) * q_per_core —
+// paired (i, n - 1 - i), the first half from q_start / 2 up and the second from n - 1 - q_start / 2 down, only where
+// q_per_core is even and q_per_core * q_parallel == chunks (BALANCED_Q_PARALLEL). `items` are indexed chunk * heads +
+// head. Returns them in the order whose round robin over `sites` (sim/place/placement.h: item k on site k mod sites)
+// gives each core's items to one site, in the core's order: the cores with the most items on the first sites. That
+// needs a core for every site (nh_parallel * q_parallel == sites); otherwise a refusal.
+absl::StatusOr<std::vector<WorkItem>> TtMetalChunkOrder(const std::vector<WorkItem>& items, int64_t chunks,
+                                                        int64_t heads, int64_t sites) {
+  const int64_t nh_par = std::max<int64_t>(1, std::min(sites, heads));
+  const int64_t q_par = std::max<int64_t>(1, std::min(sites / nh_par, chunks));
+  if (nh_par * q_par != sites) {
+    return NotLowered(absl::StrCat("tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) of ", heads,
+                                   " heads x ", chunks, " query chunks on ", sites, " sites: it keeps ", nh_par,
+                                   " x ", q_par, " cores busy, and the items go round robin over every site"));
+  }
+  const int64_t nh_per = CeilDiv(heads, nh_par), q_per = CeilDiv(chunks, q_par);
+  const bool paired = q_per % 2 == 0 && q_per * q_par == chunks;
+  std::vector<std::vector<int64_t>> cores(static_cast<size_t>(nh_par * q_par));
+  for (int64_t i = 0; i < nh_par * q_par; ++i) {
+    const int64_t h0 = ((i / q_par) % nh_par) * nh_per, q0 = (i % q_par) * q_per;
+    for (int64_t h = h0; h < std::min(heads, h0 + nh_per); ++h) {
+      for (int64_t k = 0; k < q_per; ++k) {
+        const int64_t chunk = !paired ? q0 + k : k < q_per / 2 ? q0 / 2 + k : chunks - 1 - (q0 / 2 + k - q_per / 2);
+        if (chunk < chunks) cores[static_cast<size_t>(i)].push_back(chunk * heads + h);
+      }
+    }
+  }
+  std::stable_sort(cores.begin(), cores.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  std::vector<WorkItem> order;
+  for (size_t o = 0; !cores.empty() && o < cores[0].size(); ++o) {
+    for (const auto& c : cores) {
+      if (o < c.size()) order.push_back(items[static_cast<size_t>(c[o])]);
+    }
+  }
+  return order;
+}
+
 Body Scaled(Body x, double scale) { return scale == 1.0 ? x : Mul(x, Const(scale)); }
 
 absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const FlashGeometry& g, std::string_view tag,
@@ -422,13 +462,18 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
                                .blocks = own < blocks ? own : -1});
     }
   }
-  const auto count = [blocks](const WorkItem& w) { return w.blocks < 0 ? blocks : w.blocks; };
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const WorkItem& a, const WorkItem& b) { return count(a) > count(b); });
   const int64_t sites = target.sites();
-  for (int64_t round = 1; round * sites < static_cast<int64_t>(items.size()); round += 2) {
-    const auto first = items.begin() + round * sites;
-    std::reverse(first, first + std::min<int64_t>(sites, static_cast<int64_t>(items.size()) - round * sites));
+  if (g.contiguous_chunks) {
+    // Every (chunk, head) item on the core tt-metal gives it (TtMetalChunkOrder).
+    ASSIGN_OR_RETURN(items, TtMetalChunkOrder(items, range.chunks, fi.per_row, sites));
+  } else {
+    const auto count = [blocks](const WorkItem& w) { return w.blocks < 0 ? blocks : w.blocks; };
+    std::stable_sort(items.begin(), items.end(),
+                     [&](const WorkItem& a, const WorkItem& b) { return count(a) > count(b); });
+    for (int64_t round = 1; round * sites < static_cast<int64_t>(items.size()); round += 2) {
+      const auto first = items.begin() + round * sites;
+      std::reverse(first, first + std::min<int64_t>(sites, static_cast<int64_t>(items.size()) - round * sites));
+    }
   }
   for (size_t i = 0; i < items.size(); ++i) items[i].id = static_cast<int64_t>(i);
   // No placement grid: the items go round robin, so the chunks of a head that run together sit on many sites. No

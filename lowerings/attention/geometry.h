@@ -153,6 +153,9 @@ struct FlashGeometry {
   Precision dest = Precision::kFp32;
   // The prefill fold's K/V blocks read by every item itself, not multicast (AttentionSpec.kv_reads PER_ITEM).
   bool kv_per_item = false;
+  // The prefill fold's chunks dealt to the sites as tt-metal's SDPA program factory deals them
+  // (AttentionSpec.chunk_split CONTIGUOUS), not balanced.
+  bool contiguous_chunks = false;
 };
 
 // Keys hd and values vd wide take the flash form on `target`: whole tiles (a key of any width is one contraction into

@@ -421,6 +421,36 @@ TEST(AttentionFlashTest, KvReadsRefusals) {
             "attention.kv_reads: expected KV_READS_SHARED or KV_READS_PER_ITEM (how the items read their K/V), got 7");
 }
 
+// tt-metal's chunk split is the prefill fold's (its items are query chunks), and only where its cores fill the grid
+// (the items go round robin over every site); refused by message elsewhere, and when malformed.
+TEST(AttentionFlashTest, ChunkSplitRefusals) {
+  const Target& wh = Shipped("wormhole_n150");
+  auto message = [&](const proto::OpSpec& spec) { return LowerMessage(spec, wh); };
+  // 32 heads x 2 chunks of 8 query tiles fill the 64 sites.
+  proto::OpSpec prefill =
+      AttnSpec({.h = 32, .kv = 8, .hd = 128, .vd = 128, .l = 512, .rows = 512, .pos = Pos::kLiteral, .p = 1});
+  prefill.mutable_attention()->set_chunk_split(proto::AttentionSpec::CHUNK_SPLIT_CONTIGUOUS);
+  EXPECT_EQ(message(prefill), "lowered");
+  prefill.mutable_attention()->set_h(10);
+  prefill.mutable_attention()->set_kv(10);
+  EXPECT_EQ(message(prefill),
+            "NotLowered: tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) of 10 heads x 8 query chunks on 64 "
+            "sites: it keeps 10 x 6 cores busy, and the items go round robin over every site");
+  proto::OpSpec decode = AttnSpec({.h = 8, .kv = 2, .hd = 64, .vd = 64, .l = 100, .pos = Pos::kNamed, .p = 77});
+  decode.mutable_attention()->set_chunk_split(proto::AttentionSpec::CHUNK_SPLIT_CONTIGUOUS);
+  EXPECT_EQ(message(decode),
+            "NotLowered: tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) outside the prefill fold: this "
+            "attention takes the one-tile fold, whose items are not query chunks");
+  decode.mutable_attention()->set_form(proto::AttentionSpec::FORM_SECTIONS);
+  EXPECT_EQ(message(decode),
+            "NotLowered: tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) in the three sections of an "
+            "attention");
+  decode.mutable_attention()->set_chunk_split(static_cast<proto::AttentionSpec::ChunkSplit>(5));
+  EXPECT_EQ(message(decode),
+            "attention.chunk_split: expected CHUNK_SPLIT_BALANCED or CHUNK_SPLIT_CONTIGUOUS (which site folds which "
+            "query chunks), got 5");
+}
+
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
 // per query head otherwise.
 TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {

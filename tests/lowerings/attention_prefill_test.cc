@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "lowerings/attention/flash_prefill.h"
+#include "lowerings/registry.h"
 #include "spatial/maps.h"
 #include "spatial/semantics/trip.h"
 #include "tests/lowerings/attention_check.h"
@@ -251,6 +252,47 @@ TEST(AttentionPrefillTest, ProbsExpFollowsTheSpec) {
       const std::string rescale = BodyToString(std::get<Generic>(s->stages[s->FindStage("rescale")].op).body);
       EXPECT_TRUE(absl::StrContains(rescale, "exp_accurate(")) << rescale;
     }
+  }
+}
+
+// tt-metal's chunk split (AttentionSpec.chunk_split CONTIGUOUS): the heads over the sites, then each site a run of
+// consecutive chunks of its head — paired (i, n - 1 - i) where the run is even and exact — as its SDPA program
+// factory deals them; the items go round robin, so item k's site is k mod sites. The values are the reference's.
+TEST(AttentionPrefillTest, ContiguousChunkSplitIsTtMetals) {
+  const Target& tiny = Shipped("test_tiny");  // 4 sites
+  // 2 heads over 4 sites: 2 cores a head; 6 chunks of 8 query tiles -> 3 consecutive chunks a core, unpaired.
+  // 2 chunks a core of 4 chunks would be paired: core 0 chunks 0 and 3, core 1 chunks 1 and 2.
+  for (const auto& [rows, want] : std::vector<std::pair<int64_t, std::vector<std::vector<int64_t>>>>{
+           {384, {{0, 1, 2}, {3, 4, 5}}},
+           {256, {{0, 3}, {1, 2}}},
+       }) {
+    const AttnCase c{.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = rows, .rows = rows, .pos = Pos::kLiteral, .p = 1};
+    SCOPED_TRACE(CaseText(c));
+    proto::OpSpec spec = AttnSpec(c);
+    spec.mutable_attention()->set_chunk_split(proto::AttentionSpec::CHUNK_SPLIT_CONTIGUOUS);
+    absl::StatusOr<Composition> comp = Lower(spec, tiny);
+    ASSERT_TRUE(comp.ok()) << comp.status();
+    ExpectAttnCertifies(*comp, tiny);
+    ExpectMatchesReference(spec, *comp, tiny, AttnInputs(*comp, c.p, 17));
+    ASSERT_EQ(PrefillSections(*comp).size(), 1u);
+    const Section& s = *PrefillSections(*comp)[0];
+    ASSERT_EQ(ChunkTilesOf(s), 8);
+    // site -> (head, chunk) in run order
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> sites(4);
+    for (size_t k = 0; k < s.items.size(); ++k) {
+      const WorkItem& it = s.items[k];
+      sites[k % 4].push_back({it.out.col0_t, it.out.row0_t / 8});  // vd = one tile: col0_t is the head
+    }
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> expected;
+    for (int64_t h = 0; h < 2; ++h) {
+      for (const std::vector<int64_t>& chunks : want) {
+        expected.emplace_back();
+        for (const int64_t q : chunks) expected.back().push_back({h, q});
+      }
+    }
+    std::sort(sites.begin(), sites.end());
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(sites, expected);
   }
 }
 
