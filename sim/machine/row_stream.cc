@@ -23,7 +23,11 @@ RowStreamPlan PlanRowStream(const Section& section) {
     if (!computes(s)) continue;
     for (const BufferId b : st.ins) {
       // The latest stage of the phase before this one that writes b: a compute stage is a chain predecessor; a
-      // Load (or nothing: a page from the previous block or the prologue) leaves b to its page's push time.
+      // Load (or nothing: a page from the previous block or the prologue) leaves b to its page's push time. A writer
+      // that skips blocks (Stage.last_blocks: in place) leaves the page of the writer before it on those blocks, so
+      // that one is a predecessor too (its packed time is this block's where the skipper's is stale), and a Load
+      // there keeps b to its push time.
+      bool any = false, all_compute = true;
       for (size_t p = s; p-- > 0;) {
         const Stage& prev = section.stages[p];
         if (prev.phase != st.phase) break;
@@ -31,14 +35,15 @@ RowStreamPlan PlanRowStream(const Section& section) {
         if (computes(p)) {
           auto& d = plan.deps[s];
           if (std::find(d.begin(), d.end(), static_cast<int32_t>(p)) == d.end()) d.push_back(static_cast<int32_t>(p));
-          if (std::find(plan.chained[s].begin(), plan.chained[s].end(), b) == plan.chained[s].end()) {
-            plan.chained[s].push_back(b);
-          }
+          any = true;
+        } else {
+          all_compute = false;
         }
-        // A writer that skips blocks (Stage.last_blocks: in place) leaves the page of the writer before it on those
-        // blocks, so that one is a predecessor too (its packed time is this block's where the skipper's is stale).
         if (prev.last_blocks > 0) continue;
         break;
+      }
+      if (any && all_compute && std::find(plan.chained[s].begin(), plan.chained[s].end(), b) == plan.chained[s].end()) {
+        plan.chained[s].push_back(b);
       }
     }
   }

@@ -119,6 +119,56 @@ TEST(RowStream, TheExpReadsTheProductRowByRow) {
   EXPECT_EQ(PlanRowStream(none.sections[0]).rows, 1);
 }
 
+// A stage that skips blocks (Stage.last_blocks) leaves its buffer to the writer before it on those blocks: a reader
+// after it waits for both — the product's row groups, or the Load's page (not chained to the skipper alone).
+TEST(RowStream, AReaderOfAStageThatSkipsBlocksAlsoWaitsForTheWriterBeforeIt) {
+  for (const bool loaded : {false, true}) {
+    for (const int64_t last : {int64_t{0}, int64_t{1}}) {
+      SCOPED_TRACE(absl::StrCat(loaded ? "a Load" : "a product", " before a stage on the last ", last, " blocks"));
+      Template t(32, 32);
+      const TensorId a = t.AddTensor("a", TensorRole::kInput, 32, 32 * 4, Precision::kBf16, TensorInit::External());
+      const TensorId y = t.AddTensor("y", TensorRole::kOutput, 32, 32, Precision::kBf16, TensorInit::Zero());
+      const BufferId a_in = t.AddBuffer("in_a", 1, Precision::kBf16);
+      const BufferId s = t.AddScratch("s", 1, Precision::kBf16);
+      const BufferId out = t.AddScratchDeep("out", 2, 1, Precision::kFp32);
+      const StageId init = t.AddGeneric("init", HeadSpace(32, 32), {}, {}, IdentMap(32), Const(0.0), out);
+      t.Fold(4);
+      t.SetPhase(Phase::kBody);
+      const BufferId first = loaded ? s : a_in;
+      const StageId la = t.AddLoad("load_a", a, {{LoopVar::kKBlock, 1}}, 1, first);
+      StageId writer = la;
+      if (!loaded) {
+        writer = t.AddGeneric("product", HeadSpace(32, 32), {a_in}, {IdentMap(32)}, IdentMap(32), Mul(Op(0), Op(0)), s);
+        t.AddEdge(la, a_in, writer);
+      }
+      const StageId mask = t.AddGeneric("mask", HeadSpace(32, 32), {s}, {IdentMap(32)}, IdentMap(32),
+                                        Add(Op(0), Const(1.0)), s);
+      if (last > 0) t.SetLastBlocks(mask, last);
+      const StageId acc = t.AddGeneric("acc", HeadSpace(32, 32), {out, s}, {IdentMap(32), IdentMap(32)},
+                                       IdentMap(32), Add(Op(0), Op(1)), out);
+      t.AddEdge(writer, s, mask);
+      t.AddEdge(mask, s, acc);
+      t.AddEdge(init, out, acc);
+      t.SetPhase(Phase::kEpilogue);
+      const StageId st = t.AddStore("store_y", y, {}, 1, out);
+      t.AddEdge(acc, out, st);
+      t.SetPlan(BlockPlan{.per_site_m = 1, .stream_rows = true});
+      const Composition c = One(t.Finish("skip", {WorkItem{.out = TileRect{0, 0, 1, 1}}}, Precision::kFp32,
+                                         NumericsClaim::Approx("adds")));
+      const Section& sec = c.sections[0];
+      const RowStreamPlan plan = PlanRowStream(sec);
+      const int32_t m = sec.FindStage("mask"), r = sec.FindStage("acc");
+      std::vector<int32_t> want = {m};
+      if (last > 0 && !loaded) want.push_back(sec.FindStage("product"));
+      std::vector<int32_t> deps = plan.deps[static_cast<size_t>(r)];
+      std::erase(deps, sec.FindStage("init"));  // not in the body's phase: never a predecessor
+      EXPECT_EQ(deps, want);
+      // Chained to compute writers only: behind a Load a skipped block's page is the Load's, pushed when it lands.
+      EXPECT_EQ(plan.Chained(r, s), !(loaded && last > 0));
+    }
+  }
+}
+
 // A chain of many stages keeps fewer row groups, so a site's record of them stays bounded whatever the program.
 TEST(RowStream, ALongChainIsCutIntoFewerRowGroups) {
   Template t(32, 32);
