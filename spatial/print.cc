@@ -168,7 +168,8 @@ void AppendBody(std::string* out, const Body& body, const std::string& indent) {
 void AppendStage(std::string* out, const Section& s, size_t i) {
   const Stage& st = s.stages[i];
   absl::StrAppend(out, "    [", i, "] ", S(PhaseName(st.phase)), " ", S(StageKindName(st)), " '", st.name, "' ");
-  if (st.last_blocks > 0) absl::StrAppend(out, "(last ", st.last_blocks, " blocks) ");
+  if (st.last_blocks == 1) absl::StrAppend(out, "(each item's last block only) ");
+  if (st.last_blocks > 1) absl::StrAppend(out, "(each item's last ", st.last_blocks, " blocks only) ");
   if (const auto* l = std::get_if<Load>(&st.op)) {
     absl::StrAppend(out, TensorName(s, l->tensor), "[", PatternToString(l->pattern, s), "]");
     if (l->num_blocks != 1) absl::StrAppend(out, " x", l->num_blocks, " blocks");

@@ -71,6 +71,18 @@ TEST(Print, RichCompositionKeyLines) {
   EXPECT_THAT(text, HasSubstr("    [6] body Load 'load_w' w[tile KBLOCK, block 1x1] x4 blocks -> (wa)\n"));
 }
 
+// A stage run on each item's last blocks only says so (Stage.last_blocks).
+TEST(Print, AStageOnTheLastBlocksSaysSo) {
+  RichIds ids;
+  Composition c = RichComposition(&ids);
+  c.sections[0].stages[ids.mix].last_blocks = 1;
+  EXPECT_THAT(PrintComposition(c),
+              HasSubstr("    [7] body Generic 'mix' (each item's last block only) (xin, gathered, carry) -> (carry)\n"));
+  c.sections[0].stages[ids.mix].last_blocks = 3;
+  EXPECT_THAT(PrintComposition(c),
+              HasSubstr("    [7] body Generic 'mix' (each item's last 3 blocks only) (xin, gathered, carry) -> (carry)\n"));
+}
+
 TEST(Print, Deterministic) {
   EXPECT_EQ(PrintComposition(RichComposition()), PrintComposition(RichComposition()));
 }
