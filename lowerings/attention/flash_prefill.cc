@@ -190,6 +190,12 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   t.AddGeneric("make_scaler", HeadSpace(tr, tw), {}, {}, IdentMap(tw), Const(1.0), sc_in);
   const int64_t group = g.q.group;
   const int64_t chunks = fi.tiles_q / qc;
+  // The causal row table (add_row_limit, below) holds a tile per item column, checked before it is built (chunks x
+  // group <= the items, which WorkItemBudget bounded).
+  if (g.limit) {
+    RETURN_IF_ERROR(TableBudget(absl::StrCat("a causal prefill fold's row table of ", chunks, " chunks"),
+                                CheckedMul(CheckedMul(tr, grouped ? chunks * group : chunks), tw)));
+  }
   // Grouped, item x's chunk and head in its group index the query and the result through a table (not affine in
   // x): element x * tile holds chunk * qc * heads + i, the head's first tile in units of a head's tiles.
   std::optional<TensorId> at_t;

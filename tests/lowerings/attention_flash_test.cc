@@ -451,6 +451,18 @@ TEST(AttentionFlashTest, ChunkSplitRefusals) {
             "query chunks), got 5");
 }
 
+// A causal prefill's row table (a tile per item column) is checked against the table budget before it is built:
+// refused by message where only the prefill fold may take the attention (a 16-bit Dst).
+TEST(AttentionFlashTest, APrefillRowTableOverItsBudgetIsRefused) {
+  const Target& wh = Shipped("wormhole_n150");
+  proto::OpSpec spec = AttnSpec(
+      {.h = 4, .kv = 1, .hd = 128, .vd = 128, .l = 4194304, .rows = 4194304, .pos = Pos::kLiteral, .p = 1});
+  spec.mutable_attention()->set_dest_acc(proto::BF16);
+  EXPECT_EQ(LowerMessage(spec, wh),
+            "NotLowered: a causal prefill fold's row table of 16384 chunks needs a compile-time table of 67108864 "
+            "values, more than the 16777216 a program embeds");
+}
+
 // The flash form takes the grouped decode where the group fits a tile and the heads need no blocking, and one item
 // per query head otherwise.
 TEST(AttentionFlashTest, FlashFormPicksGroupedDecode) {
