@@ -61,7 +61,8 @@ constexpr int64_t kMaxEdges = 4;
 
 // The blocks at the end of range `r` some row of it sees only in part, when they can run unrolled after unmasked
 // ones: the range's first row sees `whole` blocks entirely (every later row sees more), the rest are the edges.
-// 0 — every block masked, the start carried — when nothing is masked, no block is whole or the edges are too many.
+// 0 — the start carried, the mask on each item's last blocks — when nothing is masked, no block is whole or the edges
+// are too many.
 int64_t EdgeBlocks(const FlashGeometry& g, const Chunking& ch, const Range& r, int64_t tr) {
   if (!g.limit && g.l % tr == 0) return 0;
   const int64_t first_limit = g.limit ? g.limit->value : g.l;
@@ -180,9 +181,10 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   // y * group + i): the scaler, the chunk's query tiles, its K/V head's index, each row's limit, the empty softmax.
   // The chunk runs along ITEM_X so that the K/V blocks, multicast along it, are the reader's to move (tt-metal's
   // reader kernel reads Q, K and V; its writer writes the result): on the writer they would queue behind the
-  // previous item's result. The scaler, the query and the result are two pages deep, so the reader loads the next
-  // item's while this one folds (the scaler one page deep held the reader until this item's last sum); K and V are
-  // one (a site holds one of the two, and the next block's loads once the scores have read the page).
+  // previous item's result. The query and the result are two pages deep, so the reader loads the next item's while
+  // this one folds, and so is the scaler (made on the site: the next item's is made before this one's last sum has
+  // read its own); K and V are one (a site holds one of the two, and the next block's loads once the scores have read
+  // the page).
   const BufferId sc_in = t.AddBufferDeep("in_scaler", 2, 1, precision);
   const BufferId q_in = t.AddBufferDeep("in_q", 2, qc * head_t, precision);
   // The reductions' scaler, a tile of ones, made on the site (tt-metal's reader kernel generates it in L1,
@@ -417,7 +419,8 @@ absl::StatusOr<Composition> PrefillSection(const AttentionNames& names, const Fl
   };
   // ★ THE MASK ONLY ON THE EDGE. A range's first rows see its first `lead` blocks whole, so those fold unmasked and
   // the `edges` blocks after them — where some row's limit falls — run each once, masked, at their literal starts
-  // (tt-metal masks only its diagonal chunks). Without edges every block is masked with the carried start.
+  // (tt-metal masks only its diagonal chunks). Without edges the mask takes the carried start, on each item's last
+  // `diagonal` blocks only.
   add_block(0, std::nullopt, range.edges > 0 ? FoldMask{} : mask);
   AddNextStart(t, mask, blocks * kb, kb * tr);
   if (range.edges > 0) {
@@ -577,7 +580,7 @@ absl::StatusOr<Composition> PrefillFold(const AttentionNames& names, const Flash
     const int64_t limit = g.limit ? g.limit->value + last_row : g.l;
     r.blocks = CeilDiv(limit, ch.kb * tr);
     // Edges only where every chunk folds the same blocks (the first chunk's last row sees the last block too);
-    // otherwise each item folds its own count, every block masked.
+    // otherwise each item folds its own count, the mask on its last blocks.
     const int64_t first_last_row = std::min(ch.qc * tr, g.q.rows) - 1;
     if (!g.limit || CeilDiv(g.limit->value + first_last_row, ch.kb * tr) == r.blocks) {
       r.edges = EdgeBlocks(g, ch, r, tr);

@@ -25,9 +25,12 @@
 // and each item folds exactly its chunk's blocks (WorkItem.blocks), so the prefill does little more than half the
 // work of folding every block for every chunk, with no section boundary between chunks. The items go round robin
 // over the sites heaviest first, in snake rounds, so every site folds about as many blocks (tt-metal balances chunks
-// i and n - 1 - i on a core to the same end). Every block is masked, its start carried; only where every chunk folds
-// the same blocks do the blocks every row sees whole fold unmasked and the few after them (the edges, at most 4)
-// run once each after the fold, masked at their literal starts — tt-metal masks only its diagonal chunks.
+// i and n - 1 - i on a core to the same end); with AttentionSpec.chunk_split CONTIGUOUS each site takes the run of
+// chunks tt-metal's program factory gives a core instead, to time tt-metal's own runs. The start is carried and the
+// mask runs on each item's last blocks only, the most any chunk's first row sees in part (Stage.last_blocks: its
+// diagonal; tt-metal masks only its diagonal chunks); where every chunk folds the same blocks, the blocks every row
+// sees whole fold unmasked and the few after them (the edges, at most 4) run once each after the fold, masked at
+// their literal starts.
 //
 // ★ THE RUNNING MAXIMUM STAYS A REDUCTION, NOT FOLDED INTO THE QK CONTRACTION. tt-metal's STANDARD and FAST recipes
 // fold a reference maximum into the product ([Q | m_ref] x [K^T ; -e0] leaves S - m_ref in Dst: no row maximum, no
