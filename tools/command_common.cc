@@ -170,7 +170,10 @@ std::optional<std::vector<double>> ParseNumberList(const std::string& text) {
 
 // One value given by --input: the .npy file or the literal numbers.
 absl::StatusOr<TensorData> InputValue(const Tensor& t, const std::string& file) {
-  if (std::optional<std::vector<double>> nums = ParseNumberList(file); nums && !std::filesystem::exists(file)) {
+  // Probed with the non-throwing overload: a long value list is no valid file name (ENAMETOOLONG), which the
+  // throwing one turns into an exception; any error here just means "not a file".
+  std::error_code ec;
+  if (std::optional<std::vector<double>> nums = ParseNumberList(file); nums && !std::filesystem::exists(file, ec)) {
     NpyArray a;
     a.integer = std::all_of(nums->begin(), nums->end(), [](double v) { return std::floor(v) == v; });
     a.descr = a.integer ? "<i8" : "<f8";

@@ -146,6 +146,20 @@ TEST_F(SpatialCli, NpyOfTheWrongShapeOrDtype) {
   EXPECT_THAT(stranger.err, HasSubstr("the program has no run input 'nosuch' (its run inputs: x)"));
 }
 
+// A value list longer than a file name may be (255 bytes) is values: probing it as a file must not throw
+// ENAMETOOLONG out of std::filesystem (it aborted vm, simulate and model --values).
+TEST_F(SpatialCli, ALongValueListIsValuesNotAFileName) {
+  std::string prog = LoweredSilu();
+  std::string values = "1.25";
+  for (int i = 1; i < 64; ++i) values += ",1.25";
+  ASSERT_GT(values.size(), 256u);
+  for (const char* sub : {"vm", "simulate"}) {
+    CliRun r = Spatial(absl::StrCat(sub, " ", prog, " --input=x=", values, " --quiet"));
+    EXPECT_EQ(r.code, 0) << sub << ": " << r.err;
+    EXPECT_THAT(r.err, Not(HasSubstr("terminate"))) << sub;
+  }
+}
+
 // lower -> vm with seeded inputs -> every result written with its shape -> re-run from the saved inputs gives the
 // same bytes.
 // `--attention-form` forces an attention's form; it is usage error on anything else, and the fold's refusal where
