@@ -73,7 +73,7 @@ CertifyResult Certify(const Composition& c, const Target& target, const CertifyO
     certify::CheckDataflow(ctx);
     certify::CheckWork(ctx);      // before the accesses: the trip's value is read before the section's stores
     certify::CheckAccesses(ctx);
-    certify::CheckItemReads(ctx);
+    certify::CheckItemIndependence(ctx);
   }
   sink.SetSection(-1, "");
   certify::CheckStateOrder(c, sink, cert);

@@ -33,7 +33,7 @@ inline constexpr std::string_view kStageOrder = "STAGE_ORDER";
 inline constexpr std::string_view kOpenAlgebra = "OPEN_ALGEBRA";
 // A precision the target cannot store or compute at, or a datapath it does not have.
 inline constexpr std::string_view kUnsupportedPrecision = "UNSUPPORTED_PRECISION";
-// Two items' output rects intersect, or a rect leaves the section's result.
+// Two items' output rects intersect, a rect leaves the section's result, or two items' Stores address one tile.
 inline constexpr std::string_view kItemsOverlap = "ITEMS_OVERLAP";
 // A trip can run more blocks than the fold has (or fewer than none).
 inline constexpr std::string_view kTripOutOfRange = "TRIP_OUT_OF_RANGE";
@@ -42,15 +42,21 @@ inline constexpr std::string_view kTargetMismatch = "TARGET_MISMATCH";
 // A multicast Load's block can differ between the items it is sent to: its origin steps on the multicast axis,
 // or comes from an index page not proven the same along it.
 inline constexpr std::string_view kMulticastVaries = "MULTICAST_VARIES";
+// A FloorDiv's divisor is always 0 where it is evaluated (every run that reaches it faults with DivisionByZero).
+inline constexpr std::string_view kDivisionByZero = "DIVISION_BY_ZERO";
+// A Load or Store between an integer and a float: a float page stored into an integer tensor, or a float tensor
+// loaded into an integer page (an index table read as bf16).
+inline constexpr std::string_view kPrecisionMismatch = "PRECISION_MISMATCH";
 // Structurally invalid: ids out of range, wrong arity, absurd sizes (spatial/validate.h), or unparsable.
 inline constexpr std::string_view kMalformed = "MALFORMED";
 
 // Every stable code, for the tools and tests that must know them all (the corpus's coverage, the fuzzers' check
 // that no diagnostic carries an unknown code).
-inline constexpr std::array<std::string_view, 17> kAllCodes = {
-    kFootprintExceeded, kAccTilesExceeded, kIndexOutOfRange,   kIndexOverflow,  kStateOrder,      kUninitializedCarry,
-    kFifoTwoReaders,    kDanglingBuffer,   kStageOrder,        kOpenAlgebra,    kUnsupportedPrecision,
-    kItemsOverlap,      kTripOutOfRange,   kTargetMismatch,    kMulticastVaries, kCbCountExceeded, kMalformed};
+inline constexpr std::array<std::string_view, 19> kAllCodes = {
+    kFootprintExceeded, kAccTilesExceeded, kIndexOutOfRange,   kIndexOverflow,    kStateOrder,      kUninitializedCarry,
+    kFifoTwoReaders,    kDanglingBuffer,   kStageOrder,        kOpenAlgebra,      kUnsupportedPrecision,
+    kItemsOverlap,      kTripOutOfRange,   kTargetMismatch,    kMulticastVaries,  kCbCountExceeded, kMalformed,
+    kDivisionByZero,    kPrecisionMismatch};
 
 }  // namespace spatial::codes
 

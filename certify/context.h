@@ -42,6 +42,8 @@ struct SectionContext {
   // Fold blocks a run can execute: [min, max]; min is 0 only when a trip can admit no block.
   int64_t min_blocks = 1;
   int64_t max_blocks = 1;
+  // The items' output rects were reported overlapping (work.cc): the stores' own clash would say it again.
+  bool rects_overlap = false;
 
   // Elements in one page of `b`: TR * TC * page_tiles.
   int64_t PageElems(BufferId b) const { return tile_rows * tile_cols * s.buffers[b].page_tiles; }
@@ -61,7 +63,7 @@ void CheckResources(SectionContext& ctx);  // footprint, accumulator, precisions
 void CheckDataflow(SectionContext& ctx);   // stage order, carries, dangling buffers, index FIFOs (dataflow.cc)
 void CheckAccesses(SectionContext& ctx);   // tile addresses, element maps, index arithmetic (accesses.cc)
 void CheckWork(SectionContext& ctx);       // items' rects, the trip (work.cc)
-void CheckItemReads(SectionContext& ctx);  // no item loads what another item stores (item_races.cc)
+void CheckItemIndependence(SectionContext& ctx);  // no two items store one tile, none loads what another stores
 
 // Composition level: the declared state order against what sections load and store (state_order.cc).
 void CheckStateOrder(const Composition& c, DiagnosticSink& sink, proto::Certificate& cert);

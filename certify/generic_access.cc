@@ -331,6 +331,17 @@ class GenericProver {
     return clamped.empty() ? type : clamped;
   }
 
+  // A divisor that is always 0 faults every run that reaches it (the VM's DivisionByZero): a program that cannot
+  // run. A divisor whose range merely includes 0 is a fault only for some data — the LUT attention's denominators
+  // are sums of the caller's table — and the VM reports that run by its fault, as it does a trip outside its range.
+  __attribute__((noinline)) void ZeroDivisor(const Interval& b) {
+    if (zero_divisor_reported_) return;
+    zero_divisor_reported_ = true;
+    Diag(codes::kDivisionByZero, "generic.body", "a divisor that is not always 0", IntervalToString(b),
+         "a FloorDiv divides by a value that is always 0 where it is evaluated, so every run that reaches it faults "
+         "(DivisionByZero)");
+  }
+
   // A value nothing is known of: on the integer datapath, still a value of its integer type.
   Interval Unknown() const { return integer() ? PrecisionRange(*facts_.int_type) : Interval::Everything(); }
 
@@ -438,6 +449,7 @@ class GenericProver {
       case BodyOp::kFloorDiv: {
         const Interval a = Eval(n->a.get(), box, depth + 1);
         const Interval b = Eval(n->b.get(), box, depth + 1);
+        if (n->op == BodyOp::kFloorDiv && b.lo == 0 && b.hi == 0) ZeroDivisor(b);
         return Combine(n->op, a, b);
       }
       case BodyOp::kShr: return ShrOf(Eval(n->a.get(), box, depth + 1), n->shift);
@@ -506,6 +518,7 @@ class GenericProver {
   int64_t visits_ = 0;
   bool aborted_ = false;
   bool overflow_reported_ = false;
+  bool zero_divisor_reported_ = false;
   bool integral_reported_ = false;
 };
 

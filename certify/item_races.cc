@@ -1,7 +1,8 @@
-// Item independence for reads (DESIGN §4): the items of a section run on different sites at the same time, so no
-// item may load a tile that another item of the same section stores. The output rects (work.cc) cover what items
-// write to the result; this pass covers every tensor a section both loads and stores, tile by tile, through the one
-// address evaluator (spatial/semantics/affine.h). An item reading and rewriting its own tiles (a State updated in
+// Item independence (DESIGN §3.5): the items of a section run on different sites at the same time, so no two items
+// may store the same tile, and no item may load a tile that another item of the same section stores. The output
+// rects (work.cc) say what items mean to write; this pass checks what their Stores address, for every stored tensor,
+// tile by tile, through the one address evaluator (spatial/semantics/affine.h) — a store whose item coordinates
+// disagree with its rect would otherwise pass. An item reading and rewriting its own tiles (a State updated in
 // place: a KV cache row, a recurrent memory) is the exception the program model allows.
 #include <string>
 #include <vector>
@@ -48,38 +49,64 @@ bool ForEachTile(const AccessPattern& p, Phase phase, int64_t blocks, const Work
 
 }  // namespace
 
-void CheckItemReads(SectionContext& ctx) {
+void CheckItemIndependence(SectionContext& ctx) {
   const Section& s = ctx.s;
   bool enumerated = true;  // false once the budget runs out
   bool unproven = false;   // a clash through an indirect address
   int64_t budget = kMaxEnumerated;
-  std::vector<int> stores_of(s.tensors.size(), 0);
-  for (const Stage& st : s.stages) {
-    if (const auto* w = std::get_if<Store>(&st.op)) ++stores_of[w->tensor];
-  }
-  for (size_t li = 0; li < s.stages.size() && enumerated; ++li) {
-    const auto* l = std::get_if<Load>(&s.stages[li].op);
-    if (l == nullptr || stores_of[l->tensor] == 0) continue;
-    // Which item writes each tile of the tensor (the first; two writers are the rects' check): 0 none, else 1 + the
-    // item, negated when written through an indirect address. Tiles outside the tensor are the address proof's to
-    // report (accesses.cc) and are skipped here.
-    const int64_t tiles = ctx.TensorTiles(l->tensor);
+  // Which item writes each tile of each stored tensor (the first): 0 none, else 1 + the item, negated when written
+  // through an indirect address. Tiles outside the tensor are the address proof's to report (accesses.cc) and are
+  // skipped here.
+  std::vector<std::vector<int64_t>> writers(s.tensors.size());
+  for (size_t si = 0; si < s.stages.size() && enumerated; ++si) {
+    const auto* w = std::get_if<Store>(&s.stages[si].op);
+    if (w == nullptr) continue;
+    const int64_t tiles = ctx.TensorTiles(w->tensor);
     if (tiles > kMaxEnumerated) {
       enumerated = false;
       break;
     }
-    std::vector<int64_t> writer(static_cast<size_t>(tiles), 0);
-    for (const Stage& st : s.stages) {
-      const auto* w = std::get_if<Store>(&st.op);
-      if (w == nullptr || w->tensor != l->tensor) continue;
-      const bool indirect = w->pattern.origin.indirect.has_value();
-      for (size_t k = 0; k < s.items.size() && enumerated; ++k) {
-        const int64_t mark = indirect ? -static_cast<int64_t>(k + 1) : static_cast<int64_t>(k + 1);
-        enumerated = ForEachTile(w->pattern, st.phase, s.num_blocks, s.items[k], budget, [&](Wide t) {
-          if (t >= 0 && t < tiles && writer[static_cast<size_t>(t)] == 0) writer[static_cast<size_t>(t)] = mark;
-        });
-      }
+    std::vector<int64_t>& writer = writers[static_cast<size_t>(w->tensor)];
+    writer.resize(static_cast<size_t>(tiles), 0);
+    const bool indirect = w->pattern.origin.indirect.has_value();
+    for (size_t k = 0; k < s.items.size() && enumerated; ++k) {
+      const int64_t mark = indirect ? -static_cast<int64_t>(k + 1) : static_cast<int64_t>(k + 1);
+      int64_t clash = -1;
+      size_t other = 0;
+      enumerated = ForEachTile(w->pattern, s.stages[si].phase, s.num_blocks, s.items[k], budget, [&](Wide t) {
+        if (t < 0 || t >= tiles) return;
+        int64_t& at = writer[static_cast<size_t>(t)];
+        if (at == 0) {
+          at = mark;
+          return;
+        }
+        const size_t by = static_cast<size_t>((at < 0 ? -at : at) - 1);
+        if (by == k || clash >= 0) return;
+        // Two items whose addresses are read at run time may still write different tiles: unproven, not wrong.
+        if (indirect || at < 0) {
+          unproven = true;
+          return;
+        }
+        clash = static_cast<int64_t>(t);
+        other = by;
+      });
+      if (clash < 0 || ctx.rects_overlap) continue;
+      const Tensor& t = s.tensors[w->tensor];
+      ctx.Diag(codes::kItemsOverlap, static_cast<int>(si), "pattern", "no tile another item stores",
+               absl::StrCat("tile ", clash),
+               absl::StrCat("items ", s.items[other].id, " and ", s.items[k].id, " both store tile ", clash, " of '",
+                            t.name, "': items run at the same time on different sites, so a section's items must "
+                            "write disjoint tiles (does an item's coordinate disagree with its output rect?)"));
+      ctx.proof.set_items_disjoint(false);
+      ctx.proof.set_reads_independent(false);
+      return;
     }
+  }
+  for (size_t li = 0; li < s.stages.size() && enumerated; ++li) {
+    const auto* l = std::get_if<Load>(&s.stages[li].op);
+    if (l == nullptr || writers[static_cast<size_t>(l->tensor)].empty()) continue;
+    const int64_t tiles = ctx.TensorTiles(l->tensor);
+    const std::vector<int64_t>& writer = writers[static_cast<size_t>(l->tensor)];
     const bool indirect_load = l->pattern.origin.indirect.has_value();
     for (size_t k = 0; k < s.items.size() && enumerated; ++k) {
       int64_t clash = -1;

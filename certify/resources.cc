@@ -155,9 +155,25 @@ void CheckPrecisions(SectionContext& ctx) {
     // Loads and stores: an index read by the movement engine is an integer, never a float (bf16 holds integers
     // exactly only up to 256).
     const AccessPattern* pattern = nullptr;
-    if (const auto* l = std::get_if<Load>(&st.op)) pattern = &l->pattern;
-    if (const auto* w = std::get_if<Store>(&st.op)) pattern = &w->pattern;
+    const Tensor* tensor = nullptr;
+    if (const auto* l = std::get_if<Load>(&st.op)) pattern = &l->pattern, tensor = &s.tensors[l->tensor];
+    if (const auto* w = std::get_if<Store>(&st.op)) pattern = &w->pattern, tensor = &s.tensors[w->tensor];
     if (pattern) {
+      // A movement engine copies tiles, it does not convert between integers and floats: an index table read into
+      // a float page, or a float result stored into an integer tensor, would mean different numbers to the VM
+      // (which refuses a non-integer index) and to the machine (which truncates).
+      const BufferId page = st.is_store() ? st.ins.at(0) : st.outs.at(0);
+      const Buffer& b = s.buffers[page];
+      if (IsInteger(b.precision) != IsInteger(tensor->precision)) {
+        const bool store = st.is_store();
+        ctx.Diag(codes::kPrecisionMismatch, si, store ? "ins[0]" : "outs[0]",
+                 absl::StrCat(IsInteger(tensor->precision) ? "an integer" : "a float", " page like tensor '",
+                              tensor->name, "'"),
+                 Name(b.precision),
+                 absl::StrCat(store ? "stores " : "loads ", Name(tensor->precision), " tensor '", tensor->name,
+                              store ? "' from " : "' into ", Name(b.precision), " buffer '", b.name,
+                              "': a Load or Store copies tiles and cannot convert between integer and float"));
+      }
       if (pattern->origin.indirect) {
         const Buffer& ib = s.buffers[pattern->origin.indirect->index];
         if (!IsInteger(ib.precision)) {

@@ -69,6 +69,7 @@ void CheckItems(SectionContext& ctx) {
   // pair. Marking stops at the first collision, so the work is at most the box's area.
   auto report = [&](size_t a, size_t b) {
     ok = false;
+    ctx.rects_overlap = true;
     ctx.Diag(codes::kItemsOverlap, -1, absl::StrCat("items[", b, "].out"),
              absl::StrCat("disjoint from items[", a, "] (", RectText(s.items[a].out), ")"),
              RectText(s.items[b].out),

@@ -82,15 +82,7 @@ void Mutate(Message* m, std::mt19937_64& g) {
 }
 
 const std::set<std::string>& KnownCodes() {
-  static const std::set<std::string> codes = {
-      std::string(codes::kFootprintExceeded), std::string(codes::kAccTilesExceeded),
-      std::string(codes::kIndexOutOfRange),   std::string(codes::kIndexOverflow),
-      std::string(codes::kStateOrder),        std::string(codes::kUninitializedCarry),
-      std::string(codes::kFifoTwoReaders),    std::string(codes::kDanglingBuffer),
-      std::string(codes::kStageOrder),        std::string(codes::kOpenAlgebra),
-      std::string(codes::kUnsupportedPrecision), std::string(codes::kItemsOverlap),
-      std::string(codes::kTripOutOfRange),    std::string(codes::kTargetMismatch),
-      std::string(codes::kMalformed)};
+  static const std::set<std::string> codes(codes::kAllCodes.begin(), codes::kAllCodes.end());
   return codes;
 }
 
