@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lowerings/toolkit/common.h"
 #include "proto/model_config.pb.h"
 #include "spatial/proto_file.h"
+#include "spatial/status_macros.h"
 
 #include <google/protobuf/util/json_util.h>
 
@@ -17,6 +19,82 @@ namespace {
 
 // The examples' folder in the source tree (the tool is run from a build of it).
 std::string ExamplesDir() { return SPATIAL_MODELS_DIR; }
+
+// The most layers read. The deepest published decoders have about 128 (Llama 3.1 405B: 126, DeepSeek-V3: 61);
+// the per-layer tables and the loops over layers (layer kinds, the whole token) are sized by the count, and an
+// absurd one (2^31, 2^63 - 1) allocated gigabytes, aborted or ran for minutes instead of being refused.
+constexpr int64_t kMaxLayers = 4096;
+constexpr const char* kMaxLayersText = "4096, the most layers this reader takes (the deepest decoders have ~128)";
+// The largest width, head count or length read: an int32's, so the product of two (a weight's elements, a
+// shared expert's width) still fits int64.
+constexpr int64_t kMaxWidth = (int64_t{1} << 31) - 1;
+constexpr const char* kMaxWidthText = "2147483647 (2^31 - 1), the largest size this reader takes";
+
+// The numbers of a config.json by key, checked where they are read. The proto's fields are named as the file's keys
+// and hold presence (proto/model_config.proto), so a key is looked up by its name once: only an absent key (or a
+// null one, which the JSON parser leaves unset) takes the default `unset`, or is missing when it has none. A
+// present value outside its bounds is an error naming the file, the key and the bound, never read as "unset".
+class Keys {
+ public:
+  Keys(const std::string& path, const proto::HfConfig& hf) : path_(path), hf_(hf) {}
+
+  // Integer key `key` in [lo, hi]; `hi_text` says what hi is ("num_hidden_layers (61)").
+  absl::StatusOr<int64_t> Int(const char* key, int64_t lo, int64_t hi, std::optional<int64_t> unset,
+                              const std::string& hi_text = kMaxWidthText) const {
+    ASSIGN_OR_RETURN(const google::protobuf::FieldDescriptor* f, Field(key));
+    if (!hf_.GetReflection()->HasField(hf_, f)) return Unset(key, unset, lo == 0 ? "non-negative" : "positive");
+    const int64_t v = hf_.GetReflection()->GetInt64(hf_, f);
+    if (v < lo) {
+      return Error(lo == 1   ? absl::StrCat("'", key, "' must be positive, got ", v)
+                   : lo == 0 ? absl::StrCat("'", key, "' must not be negative, got ", v)
+                             : absl::StrCat("'", key, "' must be at least ", lo, ", got ", v));
+    }
+    if (v > hi) return Error(absl::StrCat("'", key, "' is ", v, ", more than ", hi_text));
+    return v;
+  }
+
+  // A finite real key above 0.
+  absl::StatusOr<double> Positive(const char* key, std::optional<double> unset) const {
+    ASSIGN_OR_RETURN(const google::protobuf::FieldDescriptor* f, Field(key));
+    if (!hf_.GetReflection()->HasField(hf_, f)) return Unset(key, unset, "positive");
+    const double v = hf_.GetReflection()->GetDouble(hf_, f);
+    if (!(v > 0) || !std::isfinite(v)) return Error(absl::StrCat("'", key, "' must be positive, got ", v));
+    return v;
+  }
+
+  // A real key in (0, 1]: a fraction of something.
+  absl::StatusOr<double> Fraction(const char* key, double unset) const {
+    ASSIGN_OR_RETURN(const google::protobuf::FieldDescriptor* f, Field(key));
+    if (!hf_.GetReflection()->HasField(hf_, f)) return unset;
+    const double v = hf_.GetReflection()->GetDouble(hf_, f);
+    if (!(v > 0 && v <= 1)) return Error(absl::StrCat("'", key, "' must be in (0, 1], got ", v));
+    return v;
+  }
+
+ private:
+  absl::StatusOr<const google::protobuf::FieldDescriptor*> Field(const char* key) const {
+    const google::protobuf::FieldDescriptor* f = hf_.GetDescriptor()->FindFieldByName(key);
+    // A key this file reads that the proto lacks is a bug here, not in the config.
+    if (f == nullptr || !f->has_presence()) {
+      return absl::InternalError(absl::StrCat("model_config.cc reads '", key, "', which proto::HfConfig does not "
+                                              "hold with presence"));
+    }
+    return f;
+  }
+
+  template <typename T>
+  absl::StatusOr<T> Unset(const char* key, std::optional<T> unset, const char* must) const {
+    if (unset) return *unset;
+    return Error(absl::StrCat("'", key, "' is missing (it must be ", must, ")"));
+  }
+
+  absl::Status Error(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": error: ", what));
+  }
+
+  const std::string& path_;
+  const proto::HfConfig& hf_;
+};
 
 }  // namespace
 
@@ -117,16 +195,25 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
     return NotLowered(absl::StrCat(path, ": architecture '", c.architecture, "' (model_type '", hf.model_type(),
                                    "') is not recognized; recognized: ", absl::StrJoin(known, ", ")));
   }
-  c.hidden = hf.hidden_size();
-  c.intermediate = hf.intermediate_size();
-  c.layers = hf.num_hidden_layers();
-  c.heads = hf.num_attention_heads();
-  c.kv_heads = hf.num_key_value_heads() > 0 ? hf.num_key_value_heads() : hf.num_attention_heads();
-  c.head_dim = hf.head_dim() > 0 ? hf.head_dim() : (c.heads > 0 ? c.hidden / c.heads : 0);
-  c.max_positions = hf.max_position_embeddings();
-  c.vocab = hf.vocab_size();
-  c.eps = hf.rms_norm_eps();
-  c.rope_theta = hf.rope_theta();
+  const Keys keys(path, hf);
+  const std::nullopt_t required = std::nullopt;
+  // The layer count first: the per-layer tables below are sized by it.
+  ASSIGN_OR_RETURN(c.layers, keys.Int("num_hidden_layers", 1, kMaxLayers, required, kMaxLayersText));
+  ASSIGN_OR_RETURN(c.hidden, keys.Int("hidden_size", 1, kMaxWidth, required));
+  ASSIGN_OR_RETURN(c.intermediate, keys.Int("intermediate_size", 1, kMaxWidth, required));
+  ASSIGN_OR_RETURN(c.heads, keys.Int("num_attention_heads", 1, kMaxWidth, required));
+  // Absent: multi-head attention, a K/V head per query head.
+  ASSIGN_OR_RETURN(c.kv_heads, keys.Int("num_key_value_heads", 1, kMaxWidth, c.heads));
+  // Absent: the hidden width split among the heads.
+  ASSIGN_OR_RETURN(c.head_dim, keys.Int("head_dim", 1, kMaxWidth, c.hidden / c.heads));
+  if (c.head_dim < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": error: 'head_dim' is absent and hidden_size ", c.hidden,
+                                                   " / num_attention_heads ", c.heads, " is 0"));
+  }
+  ASSIGN_OR_RETURN(c.max_positions, keys.Int("max_position_embeddings", 1, kMaxWidth, required));
+  ASSIGN_OR_RETURN(c.vocab, keys.Int("vocab_size", 1, kMaxWidth, required));
+  ASSIGN_OR_RETURN(c.eps, keys.Positive("rms_norm_eps", required));
+  ASSIGN_OR_RETURN(c.rope_theta, keys.Positive("rope_theta", required));
   c.qk_norm = c.architecture != "LlamaForCausalLM";
   c.rope_scaling.type = !hf.rope_scaling().rope_type().empty() ? hf.rope_scaling().rope_type()
                                                                 : hf.rope_scaling().type();
@@ -141,23 +228,24 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
   c.rope_scaling.beta_slow = hf.rope_scaling().beta_slow();
   c.rope_scaling.truncate = hf.rope_scaling().truncate();
   c.attention_bias = hf.attention_bias();
-  c.sliding.assign(static_cast<size_t>(std::max<int64_t>(hf.num_hidden_layers(), 0)), false);
+  c.sliding.assign(static_cast<size_t>(c.layers), false);
   if (c.architecture == "GptOssForCausalLM") {
     c.qk_norm = false;
     c.sinks = true;
-    c.sliding_window = hf.sliding_window();
-    c.experts = hf.num_local_experts();
-    c.experts_per_token = hf.num_experts_per_tok();
-    c.moe_intermediate = hf.intermediate_size();
+    // Absent: no window, refused below if a layer slides.
+    ASSIGN_OR_RETURN(c.sliding_window, keys.Int("sliding_window", 1, kMaxWidth, 0));
+    ASSIGN_OR_RETURN(c.experts, keys.Int("num_local_experts", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.experts_per_token, keys.Int("num_experts_per_tok", 1, kMaxWidth, required));
+    c.moe_intermediate = c.intermediate;
     c.norm_topk = true;  // GptOssTopKRouter: the softmax of the top k logits
     c.moe_biases = true;
-    c.swiglu_limit = hf.swiglu_limit();
+    ASSIGN_OR_RETURN(c.swiglu_limit, keys.Positive("swiglu_limit", required));
     c.swiglu_alpha = 1.702;  // GptOssExperts.alpha (modeling_gpt_oss.py; not in the config)
-    if (hf.layer_types_size() > 0 && hf.layer_types_size() != hf.num_hidden_layers()) {
+    if (hf.layer_types_size() > 0 && hf.layer_types_size() != c.layers) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": error: layer_types has ", hf.layer_types_size(),
-                                                     " entries for ", hf.num_hidden_layers(), " layers"));
+                                                     " entries for ", c.layers, " layers"));
     }
-    for (int64_t l = 0; l < static_cast<int64_t>(c.sliding.size()); ++l) {
+    for (int64_t l = 0; l < c.layers; ++l) {
       // Absent: GptOssConfig's default, even layers sliding.
       const std::string type = hf.layer_types_size() > 0 ? hf.layer_types(static_cast<int>(l))
                                                          : (l % 2 == 0 ? "sliding_attention" : "full_attention");
@@ -166,23 +254,51 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
       }
       c.sliding[l] = type == "sliding_attention";
     }
+    if (c.sliding_window == 0 && std::find(c.sliding.begin(), c.sliding.end(), true) != c.sliding.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": error: 'sliding_window' is missing and layer_types has sliding layers"));
+    }
   }
   if (c.architecture == "DeepseekV3ForCausalLM") {
     c.qk_norm = false;
-    c.experts = hf.n_routed_experts();
-    c.experts_per_token = hf.num_experts_per_tok();
-    c.moe_intermediate = hf.moe_intermediate_size();
+    ASSIGN_OR_RETURN(c.experts, keys.Int("n_routed_experts", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.experts_per_token, keys.Int("num_experts_per_tok", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.moe_intermediate, keys.Int("moe_intermediate_size", 1, kMaxWidth, required));
     c.norm_topk = hf.norm_topk_prob();
     c.sigmoid = hf.scoring_func() == "sigmoid";
     c.selection_bias = true;  // e_score_correction_bias (topk_method noaux_tc)
-    c.groups = hf.n_group();
-    c.groups_kept = hf.topk_group();
-    c.routed_scale = hf.routed_scaling_factor();
-    c.shared_dff = hf.n_shared_experts() * hf.moe_intermediate_size();
-    c.moe_layer_freq = hf.moe_layer_freq() > 0 ? hf.moe_layer_freq() : 1;
-    for (int64_t l = 0; l < hf.first_k_dense_replace(); ++l) c.dense_layers.push_back(l);
-    c.mla = LatentAttention{hf.q_lora_rank(), hf.kv_lora_rank(), hf.qk_nope_head_dim(), hf.qk_rope_head_dim(),
-                            hf.v_head_dim()};
+    // Absent: one group of every expert (no group selection); present, the top topk_group of n_group groups.
+    ASSIGN_OR_RETURN(c.groups, keys.Int("n_group", 1, c.experts, 0, absl::StrCat("n_routed_experts (", c.experts,
+                                                                                   ")")));
+    if (c.groups > 0) {
+      ASSIGN_OR_RETURN(c.groups_kept, keys.Int("topk_group", 1, c.groups, required,
+                                               absl::StrCat("n_group (", c.groups, ")")));
+      if (c.experts % c.groups != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": error: n_group ", c.groups,
+                                                       " does not divide n_routed_experts ", c.experts));
+      }
+    }
+    // Absent: the weights unscaled (0 is "unset" to the MoE op).
+    ASSIGN_OR_RETURN(c.routed_scale, keys.Positive("routed_scaling_factor", 0.0));
+    // Absent: no shared expert; 0 is none as well (transformers builds one of no width).
+    ASSIGN_OR_RETURN(const int64_t shared, keys.Int("n_shared_experts", 0, kMaxWidth, 0));
+    if (shared > kMaxWidth / c.moe_intermediate) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": error: 'n_shared_experts' ", shared, " of moe_intermediate_size ", c.moe_intermediate,
+          " is a shared expert wider than ", kMaxWidthText));
+    }
+    c.shared_dff = shared * c.moe_intermediate;
+    // Absent: every layer past the dense ones a mixture.
+    ASSIGN_OR_RETURN(c.moe_layer_freq, keys.Int("moe_layer_freq", 1, kMaxLayers, 1, kMaxLayersText));
+    // Absent: no layer kept dense.
+    ASSIGN_OR_RETURN(const int64_t first_dense, keys.Int("first_k_dense_replace", 0, c.layers, 0,
+                                                         absl::StrCat("num_hidden_layers (", c.layers, ")")));
+    for (int64_t l = 0; l < first_dense; ++l) c.dense_layers.push_back(l);
+    ASSIGN_OR_RETURN(c.mla.q_rank, keys.Int("q_lora_rank", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.mla.kv_rank, keys.Int("kv_lora_rank", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.mla.nope, keys.Int("qk_nope_head_dim", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.mla.rope, keys.Int("qk_rope_head_dim", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.mla.vd, keys.Int("v_head_dim", 1, kMaxWidth, required));
     c.head_dim = c.mla.nope + c.mla.rope;  // the query-key width a head attends with
     if (!hf.scoring_func().empty() && hf.scoring_func() != "sigmoid" && hf.scoring_func() != "softmax") {
       return NotLowered(absl::StrCat(path, ": scoring_func '", hf.scoring_func(), "' is not recognized"));
@@ -190,20 +306,24 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
   }
   c.linear.assign(c.sliding.size(), false);
   if (c.architecture == "Qwen3NextForCausalLM") {
-    c.gdn = LinearAttention{hf.linear_num_key_heads(), hf.linear_num_value_heads(), hf.linear_key_head_dim(),
-                            hf.linear_value_head_dim(), hf.linear_conv_kernel_dim()};
+    ASSIGN_OR_RETURN(c.gdn.k_heads, keys.Int("linear_num_key_heads", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.gdn.v_heads, keys.Int("linear_num_value_heads", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.gdn.k_dim, keys.Int("linear_key_head_dim", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.gdn.v_dim, keys.Int("linear_value_head_dim", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.gdn.conv, keys.Int("linear_conv_kernel_dim", 1, kMaxWidth, required));
     c.output_gate = true;
-    // Absent: Qwen3NextConfig's default, a quarter of each head.
-    c.partial_rotary = hf.partial_rotary_factor() > 0 ? hf.partial_rotary_factor() : 0.25;
-    c.shared_dff = hf.shared_expert_intermediate_size();
+    // Absent: Qwen3NextConfig's default, a quarter of each head; present, a fraction of the head in (0, 1].
+    ASSIGN_OR_RETURN(c.partial_rotary, keys.Fraction("partial_rotary_factor", 0.25));
+    // Absent: no shared expert; 0 is none as well (one of no width adds nothing).
+    ASSIGN_OR_RETURN(c.shared_dff, keys.Int("shared_expert_intermediate_size", 0, kMaxWidth, 0));
     c.shared_gate = c.shared_dff > 0;
-    if (hf.layer_types_size() > 0 && hf.layer_types_size() != hf.num_hidden_layers()) {
+    if (hf.layer_types_size() > 0 && hf.layer_types_size() != c.layers) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": error: layer_types has ", hf.layer_types_size(),
-                                                     " entries for ", hf.num_hidden_layers(), " layers"));
+                                                     " entries for ", c.layers, " layers"));
     }
-    const int64_t interval = hf.full_attention_interval() > 0 ? hf.full_attention_interval() : 4;
-    for (int64_t l = 0; l < static_cast<int64_t>(c.linear.size()); ++l) {
-      // Absent: Qwen3NextConfig's default, every interval-th layer full attention.
+    // Absent: Qwen3NextConfig's default, every 4th layer full attention.
+    ASSIGN_OR_RETURN(const int64_t interval, keys.Int("full_attention_interval", 1, kMaxLayers, 4, kMaxLayersText));
+    for (int64_t l = 0; l < c.layers; ++l) {
       const std::string type = hf.layer_types_size() > 0 ? hf.layer_types(static_cast<int>(l))
                                                          : ((l + 1) % interval == 0 ? "full_attention"
                                                                                     : "linear_attention");
@@ -214,55 +334,19 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
     }
   }
   if (c.architecture == "Qwen3MoeForCausalLM" || c.architecture == "Qwen3NextForCausalLM") {
-    c.experts = hf.num_experts();
-    c.experts_per_token = hf.num_experts_per_tok();
-    c.moe_intermediate = hf.moe_intermediate_size();
+    ASSIGN_OR_RETURN(c.experts, keys.Int("num_experts", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.experts_per_token, keys.Int("num_experts_per_tok", 1, kMaxWidth, required));
+    ASSIGN_OR_RETURN(c.moe_intermediate, keys.Int("moe_intermediate_size", 1, kMaxWidth, required));
     c.norm_topk = hf.norm_topk_prob();
-    c.sparse_step = hf.decoder_sparse_step() > 0 ? hf.decoder_sparse_step() : 1;
-    c.dense_layers.assign(hf.mlp_only_layers().begin(), hf.mlp_only_layers().end());
-  }
-  auto positive = [&](const char* field, double v) -> absl::Status {
-    if (v > 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(path, ": error: '", field, "' must be positive, got ", v));
-  };
-  for (auto [field, v] : std::initializer_list<std::pair<const char*, double>>{
-           {"hidden_size", static_cast<double>(c.hidden)},
-           {"intermediate_size", static_cast<double>(c.intermediate)},
-           {"num_hidden_layers", static_cast<double>(c.layers)},
-           {"num_attention_heads", static_cast<double>(c.heads)},
-           {"head_dim", static_cast<double>(c.head_dim)},
-           {"max_position_embeddings", static_cast<double>(c.max_positions)},
-           {"rms_norm_eps", c.eps},
-           {"rope_theta", c.rope_theta},
-           {"vocab_size", static_cast<double>(c.vocab)}}) {
-    if (absl::Status st = positive(field, v); !st.ok()) return st;
-  }
-  if (c.architecture == "GptOssForCausalLM") {
-    for (auto [field, v] : std::initializer_list<std::pair<const char*, double>>{
-             {"num_local_experts", static_cast<double>(c.experts)},
-             {"num_experts_per_tok", static_cast<double>(c.experts_per_token)},
-             {"swiglu_limit", c.swiglu_limit}}) {
-      if (absl::Status st = positive(field, v); !st.ok()) return st;
-    }
-    if (std::find(c.sliding.begin(), c.sliding.end(), true) != c.sliding.end()) {
-      if (absl::Status st = positive("sliding_window", static_cast<double>(c.sliding_window)); !st.ok()) return st;
-    }
-  }
-  if (c.architecture == "DeepseekV3ForCausalLM") {
-    for (auto [field, v] : std::initializer_list<std::pair<const char*, double>>{
-             {"n_routed_experts", static_cast<double>(c.experts)},
-             {"num_experts_per_tok", static_cast<double>(c.experts_per_token)},
-             {"moe_intermediate_size", static_cast<double>(c.moe_intermediate)},
-             {"kv_lora_rank", static_cast<double>(c.mla.kv_rank)},
-             {"q_lora_rank", static_cast<double>(c.mla.q_rank)},
-             {"qk_nope_head_dim", static_cast<double>(c.mla.nope)},
-             {"qk_rope_head_dim", static_cast<double>(c.mla.rope)},
-             {"v_head_dim", static_cast<double>(c.mla.vd)}}) {
-      if (absl::Status st = positive(field, v); !st.ok()) return st;
-    }
-    if (c.groups > 0 && (c.experts % c.groups != 0 || c.groups_kept < 1 || c.groups_kept > c.groups)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": error: n_group ", c.groups, " and topk_group ",
-                                                     c.groups_kept, " do not divide ", c.experts, " experts"));
+    // Absent: every layer a mixture.
+    ASSIGN_OR_RETURN(c.sparse_step, keys.Int("decoder_sparse_step", 1, kMaxLayers, 1, kMaxLayersText));
+    for (int i = 0; i < hf.mlp_only_layers_size(); ++i) {
+      const int64_t l = hf.mlp_only_layers(i);
+      if (l < 0 || l >= c.layers) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": error: mlp_only_layers[", i, "] = ", l,
+                                                       " is not a layer (0..", c.layers - 1, ")"));
+      }
+      c.dense_layers.push_back(l);
     }
   }
   if (c.experts_per_token > c.experts) {
@@ -270,14 +354,6 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
                                                    " chooses more than the ", c.experts, " experts"));
   }
   if (c.architecture == "Qwen3NextForCausalLM") {
-    for (auto [field, v] : std::initializer_list<std::pair<const char*, int64_t>>{
-             {"linear_num_key_heads", c.gdn.k_heads},
-             {"linear_num_value_heads", c.gdn.v_heads},
-             {"linear_key_head_dim", c.gdn.k_dim},
-             {"linear_value_head_dim", c.gdn.v_dim},
-             {"linear_conv_kernel_dim", c.gdn.conv}}) {
-      if (absl::Status st = positive(field, static_cast<double>(v)); !st.ok()) return st;
-    }
     if (c.gdn.v_heads % c.gdn.k_heads != 0) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": error: linear_num_value_heads ", c.gdn.v_heads,
                                                      " does not divide among linear_num_key_heads ",
@@ -287,14 +363,6 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": error: partial_rotary_factor ", c.partial_rotary,
                                                      " rotates ", c.RotaryDim(), " of a head of ", c.head_dim,
                                                      ": RoPE rotates pairs"));
-    }
-  }
-  if (c.architecture == "Qwen3MoeForCausalLM" || c.architecture == "Qwen3NextForCausalLM") {
-    for (auto [field, v] : std::initializer_list<std::pair<const char*, int64_t>>{
-             {"num_experts", c.experts},
-             {"num_experts_per_tok", c.experts_per_token},
-             {"moe_intermediate_size", c.moe_intermediate}}) {
-      if (absl::Status st = positive(field, static_cast<double>(v)); !st.ok()) return st;
     }
   }
   if (c.head_dim % 2 != 0) {

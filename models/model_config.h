@@ -113,8 +113,10 @@ std::vector<std::string> RecognizedArchitectures();
 std::vector<std::string> ExampleModelNames();
 
 // Reads `name_or_path`: a config.json path, or the name of an example config. Errors name the file and the field:
-// an unreadable file or bad JSON (InvalidArgument), a missing or non-positive size, query heads that do not divide
-// among the K/V heads, a mixture that chooses none or more experts than it has, layer_types of the wrong length; an
+// an unreadable file or bad JSON (InvalidArgument), a missing required key, a present key outside its bounds (a
+// non-positive size, more than 4096 layers or a size beyond 2^31 - 1, first_k_dense_replace beyond the layers; only
+// an absent or null key takes its default, never a present 0 or -1), query heads that do not divide among the K/V
+// heads, a mixture that chooses none or more experts than it has, layer_types of the wrong length; an
 // architecture not in RecognizedArchitectures(), an activation other than silu, a RoPE scaling other than llama3
 // or yarn, and a layer type other than sliding_attention or full_attention are NotLowered, naming them.
 absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& name_or_path);

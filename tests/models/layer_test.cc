@@ -166,12 +166,119 @@ TEST(ModelConfig, RefusalsNameTheFileAndTheField) {
   no_width.replace(no_width.find("\"hidden_size\": 32,"), 18, "");
   absl::Status width = ReadError("no_width", no_width);
   EXPECT_EQ(width.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(width.message(), HasSubstr("no_width.json: error: 'hidden_size' must be positive, got 0"));
+  EXPECT_THAT(width.message(), HasSubstr("no_width.json: error: 'hidden_size' is missing (it must be positive)"));
 
   std::string odd = Qwen3Json("");
   odd.replace(odd.find("\"num_key_value_heads\": 2"), 24, "\"num_key_value_heads\": 3");
   EXPECT_THAT(ReadError("odd_heads", odd).message(),
               HasSubstr("num_attention_heads 4 does not divide among num_key_value_heads 3"));
+}
+
+// `json` with `key` set to `value`: a scalar key's value replaced where it stands, else the key added at the end.
+std::string WithKey(std::string json, const std::string& key, const std::string& value) {
+  const std::string quoted = absl::StrCat("\"", key, "\":");
+  const size_t at = json.find(quoted);
+  if (at == std::string::npos) {
+    json.insert(json.rfind('}'), absl::StrCat(", ", quoted, " ", value));
+    return json;
+  }
+  const size_t from = at + quoted.size();
+  json.replace(from, json.find_first_of(",}", from) - from, absl::StrCat(" ", value));
+  return json;
+}
+
+// A present key outside its bounds is refused by name (InvalidArgument: `spatial model` exits 2), never read as
+// unset: a negative K/V head count ran as multi-head attention, a negative shared expert count dropped the shared
+// expert, a zero sparse step ran as 1, and a huge layer count allocated until it aborted or ran for minutes.
+TEST(ModelConfig, PresentKeysOutsideTheirBoundsAreRefusedByName) {
+  struct Case {
+    std::string model, key, value, message;
+  };
+  const std::string layers_bound = "more than 4096, the most layers this reader takes";
+  const std::vector<Case> cases = {
+      {"qwen3", "num_hidden_layers", "9223372036854775807", "'num_hidden_layers' is 9223372036854775807, " +
+                                                                layers_bound},
+      {"qwen3", "num_hidden_layers", "17179869184", "'num_hidden_layers' is 17179869184, " + layers_bound},
+      {"qwen3", "num_hidden_layers", "2147483648", "'num_hidden_layers' is 2147483648, " + layers_bound},
+      {"qwen3", "num_hidden_layers", "4097", "'num_hidden_layers' is 4097, " + layers_bound},
+      {"qwen3", "num_hidden_layers", "-1", "'num_hidden_layers' must be positive, got -1"},
+      {"qwen3", "num_key_value_heads", "-1", "'num_key_value_heads' must be positive, got -1"},
+      {"qwen3", "num_key_value_heads", "0", "'num_key_value_heads' must be positive, got 0"},
+      {"qwen3", "head_dim", "-1", "'head_dim' must be positive, got -1"},
+      {"qwen3", "hidden_size", "2147483648", "'hidden_size' is 2147483648, more than 2147483647 (2^31 - 1)"},
+      {"deepseek", "first_k_dense_replace", "2147483648",
+       "'first_k_dense_replace' is 2147483648, more than num_hidden_layers (2)"},
+      {"deepseek", "first_k_dense_replace", "3", "'first_k_dense_replace' is 3, more than num_hidden_layers (2)"},
+      {"deepseek", "first_k_dense_replace", "-1", "'first_k_dense_replace' must not be negative, got -1"},
+      {"deepseek", "n_shared_experts", "-1", "'n_shared_experts' must not be negative, got -1"},
+      {"deepseek", "n_shared_experts", "9223372036854775807", "'n_shared_experts' is 9223372036854775807, more than"},
+      {"deepseek", "n_shared_experts", "1000000000",
+       "'n_shared_experts' 1000000000 of moe_intermediate_size 32 is a shared expert wider than 2147483647"},
+      {"deepseek", "moe_layer_freq", "0", "'moe_layer_freq' must be positive, got 0"},
+      {"deepseek", "n_group", "-1", "'n_group' must be positive, got -1"},
+      {"deepseek", "n_group", "64", "'n_group' is 64, more than n_routed_experts (32)"},
+      {"deepseek", "n_group", "3", "n_group 3 does not divide n_routed_experts 32"},
+      {"deepseek", "topk_group", "0", "'topk_group' must be positive, got 0"},
+      {"deepseek", "topk_group", "5", "'topk_group' is 5, more than n_group (4)"},
+      {"deepseek", "routed_scaling_factor", "0", "'routed_scaling_factor' must be positive, got 0"},
+      {"deepseek", "routed_scaling_factor", "-2.5", "'routed_scaling_factor' must be positive, got -2.5"},
+      {"qwen3_next", "shared_expert_intermediate_size", "-1",
+       "'shared_expert_intermediate_size' must not be negative, got -1"},
+      {"qwen3_next", "partial_rotary_factor", "-1", "'partial_rotary_factor' must be in (0, 1], got -1"},
+      {"qwen3_next", "partial_rotary_factor", "0", "'partial_rotary_factor' must be in (0, 1], got 0"},
+      {"qwen3_next", "partial_rotary_factor", "1.5", "'partial_rotary_factor' must be in (0, 1], got 1.5"},
+      {"qwen3_next", "full_attention_interval", "0", "'full_attention_interval' must be positive, got 0"},
+      {"qwen3_next", "full_attention_interval", "-1", "'full_attention_interval' must be positive, got -1"},
+      {"qwen3_next", "decoder_sparse_step", "0", "'decoder_sparse_step' must be positive, got 0"},
+      {"qwen3_moe", "decoder_sparse_step", "-1", "'decoder_sparse_step' must be positive, got -1"},
+      {"qwen3_moe", "mlp_only_layers", "[0, 2]", "mlp_only_layers[1] = 2 is not a layer (0..1)"},
+      {"qwen3_moe", "mlp_only_layers", "[-1]", "mlp_only_layers[0] = -1 is not a layer (0..1)"},
+      {"gpt_oss", "sliding_window", "-1", "'sliding_window' must be positive, got -1"},
+      {"gpt_oss", "sliding_window", "null", "'sliding_window' is missing and layer_types has sliding layers"},
+  };
+  for (const Case& c : cases) {
+    std::string json = SmallModel(c.model);
+    if (c.key == "mlp_only_layers") {
+      json = absl::StrReplaceAll(json, {{R"("mlp_only_layers": [0])", absl::StrCat(R"("mlp_only_layers": )",
+                                                                                    c.value)}});
+    } else {
+      json = WithKey(json, c.key, c.value);
+    }
+    const std::string name = absl::StrCat(c.model, "_", c.key);
+    absl::Status st = ReadError(name, json);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.key << "=" << c.value << ": " << st;
+    EXPECT_THAT(st.message(), HasSubstr(absl::StrCat(name, ".json: error: ", c.message))) << c.key << "=" << c.value;
+  }
+}
+
+// Only an absent or null key takes its default; the bounds themselves are read.
+TEST(ModelConfig, AbsentOrNullKeysTakeTheirDefaults) {
+  for (const char* value : {"null", ""}) {
+    std::string json = SmallModel("qwen3");
+    json = *value ? WithKey(WithKey(json, "num_key_value_heads", value), "head_dim", value)
+                  : absl::StrReplaceAll(json, {{R"("num_key_value_heads": 2,)", ""}, {R"("head_dim": 16,)", ""}});
+    absl::StatusOr<ModelConfig> c = ReadModelConfig(WriteConfig(*value ? "null" : "absent", json));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->kv_heads, 4) << "absent: a K/V head per query head";
+    EXPECT_EQ(c->head_dim, 8) << "absent: hidden_size / num_attention_heads";
+  }
+  absl::StatusOr<ModelConfig> deepest =
+      ReadModelConfig(WriteConfig("deepest", WithKey(SmallModel("qwen3"), "num_hidden_layers", "4096")));
+  ASSERT_TRUE(deepest.ok()) << deepest.status();
+  EXPECT_EQ(deepest->layers, 4096);
+  absl::StatusOr<ModelConfig> none_shared =
+      ReadModelConfig(WriteConfig("none_shared", WithKey(SmallModel("deepseek"), "n_shared_experts", "0")));
+  ASSERT_TRUE(none_shared.ok()) << none_shared.status();
+  EXPECT_EQ(none_shared->shared_dff, 0);
+  absl::StatusOr<ModelConfig> all_dense =
+      ReadModelConfig(WriteConfig("all_dense", WithKey(SmallModel("deepseek"), "first_k_dense_replace", "2")));
+  ASSERT_TRUE(all_dense.ok()) << all_dense.status();
+  EXPECT_FALSE(all_dense->IsMoeLayer(1));
+  absl::StatusOr<ModelConfig> next =
+      ReadModelConfig(WriteConfig("next", absl::StrReplaceAll(SmallModel("qwen3_next"),
+                                                              {{R"("partial_rotary_factor": 0.5,)", ""}})));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->partial_rotary, 0.25);
 }
 
 std::vector<std::string> Labels(const LayerPlan& plan) {
@@ -245,7 +352,7 @@ TEST(ModelConfig, ReadsTheMixtureAndTheScaledRope) {
       "moe_intermediate_size": 8)", "Qwen3MoeForCausalLM")).message(),
               HasSubstr("num_experts_per_tok 5 chooses more than the 4 experts"));
   EXPECT_THAT(ReadError("no_experts", Qwen3Json("", "Qwen3MoeForCausalLM")).message(),
-              HasSubstr("'num_experts' must be positive, got 0"));
+              HasSubstr("'num_experts' is missing (it must be positive)"));
 }
 
 TEST(DecodeLayerPlan, LlamaHasNoQkNormsAndTheMixtureReplacesTheMlp) {

@@ -519,6 +519,37 @@ TEST_F(ModelFlow, GivenInputsReplaceTheDrawnOnes) {
   EXPECT_THAT(timing.err, HasSubstr("--input and --inputs-dir give the values of a --values run: add --values"));
 }
 
+// A config key outside its bounds is bad input (exit 2) naming the key and the file, refused before anything is
+// built: a huge num_hidden_layers aborted (std::length_error) or ran for minutes, a huge first_k_dense_replace
+// aborted (std::bad_alloc), a negative num_key_value_heads ran as multi-head attention.
+TEST_F(ModelFlow, ConfigKeysOutsideTheirBoundsAreBadInput) {
+  struct Case {
+    const char* model;
+    std::string from, to, message;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3-0.6b", R"("num_hidden_layers": 28)", R"("num_hidden_layers": 9223372036854775807)",
+       "'num_hidden_layers' is 9223372036854775807, more than 4096"},
+      {"qwen3-0.6b", R"("num_hidden_layers": 28)", R"("num_hidden_layers": 17179869184)",
+       "'num_hidden_layers' is 17179869184, more than 4096"},
+      {"qwen3-0.6b", R"("num_key_value_heads": 8)", R"("num_key_value_heads": -1)",
+       "'num_key_value_heads' must be positive, got -1"},
+      {"deepseek-v3", R"("first_k_dense_replace": 3)", R"("first_k_dense_replace": 2147483648)",
+       "'first_k_dense_replace' is 2147483648, more than num_hidden_layers (61)"},
+      {"deepseek-v3", R"("n_shared_experts": 1)", R"("n_shared_experts": -1)",
+       "'n_shared_experts' must not be negative, got -1"},
+  };
+  for (const Case& c : cases) {
+    const std::string example = Slurp(Source() / "examples" / "models" / absl::StrCat(c.model, ".json"));
+    ASSERT_THAT(example, HasSubstr(c.from)) << c.model;
+    const std::string config =
+        Write(absl::StrCat(c.model, "_bad.json"), absl::StrReplaceAll(example, {{c.from, c.to}}));
+    CliRun r = Spatial(absl::StrCat("model --config=", config, " --decode=4"));
+    EXPECT_EQ(r.code, 2) << c.to << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat(config, ": error: ", c.message))) << c.to;
+  }
+}
+
 TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   CliRun weights = Spatial("model --config=qwen3-0.6b --decode=4 --weights=fp8");
   EXPECT_EQ(weights.code, 2);
