@@ -72,19 +72,26 @@ absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
     return NotLowered("an attention with no heads, no query rows, no head dimension or an empty cache");
   }
   if (a.vd() == 0) return NotLowered("an attention whose values have no width");
-  const std::optional<Window> window = WindowOf(a.window());
+  std::optional<Window> window = WindowOf(a.window());
   if (window && window->span < 0) {
     return absl::InvalidArgumentError(absl::StrCat("attention window span is negative (", window->span, ")"));
   }
   if (window && window->span == 0) {
     return NotLowered("a window of no positions — every row's softmax would be empty");
   }
+  // A window at least the cache's length keeps every position a row can see (a sliding window reaches back past
+  // position 0, a chunk holds the whole cache), so it is the cache's length: the same meaning, and constants that
+  // fit the integer datapath.
+  if (window && window->span > l) window->span = l;
   if (!std::isfinite(a.scale()) || !std::isfinite(a.softcap())) {
     return absl::InvalidArgumentError(
         absl::StrCat("attention scale ", a.scale(), " or soft cap ", a.softcap(), " is not finite"));
   }
   const bool named = a.pos().kind_case() == proto::RowIndex::kNamed;
-  if (named && spec.operands_size() > 3 && !a.pos().named().empty() && spec.operands(3).name() != a.pos().named()) {
+  if (named && a.pos().named().empty()) {
+    return absl::InvalidArgumentError("the attention's position is named by an empty string (pos { named: \"\" })");
+  }
+  if (named && spec.operands_size() > 3 && spec.operands(3).name() != a.pos().named()) {
     return absl::InvalidArgumentError(absl::StrCat("the attention's position is named '", a.pos().named(),
                                                    "' but its operand 3 is '", spec.operands(3).name(), "'"));
   }

@@ -236,7 +236,10 @@ absl::StatusOr<LutShape> LutShapeOf(const proto::OpSpec& spec) {
       break;
     case proto::RowIndex::kNamed:
       s.named = true;
-      if (spec.operands_size() > 4 && !a.pos().named().empty() && spec.operands(4).name() != a.pos().named()) {
+      if (a.pos().named().empty()) {
+        return absl::InvalidArgumentError("the LUT attention's position is named by an empty string (pos { named: \"\" })");
+      }
+      if (spec.operands_size() > 4 && spec.operands(4).name() != a.pos().named()) {
         return absl::InvalidArgumentError(absl::StrCat("the LUT attention's position is named '", a.pos().named(),
                                                        "' but its operand 4 is '", spec.operands(4).name(), "'"));
       }

@@ -61,7 +61,10 @@ absl::StatusOr<MlaShape> MlaShapeOf(const proto::OpSpec& spec) {
     case proto::RowIndex::kNamed:
       s.limit = Bound::Operand(4);
       s.operands = 5;
-      if (spec.operands_size() > 4 && !m.pos().named().empty() && spec.operands(4).name() != m.pos().named()) {
+      if (m.pos().named().empty()) {
+        return absl::InvalidArgumentError("the latent attention's position is named by an empty string (pos { named: \"\" })");
+      }
+      if (spec.operands_size() > 4 && spec.operands(4).name() != m.pos().named()) {
         return absl::InvalidArgumentError(absl::StrCat("the latent attention's position is named '",
                                                        m.pos().named(), "' but its operand 4 is '",
                                                        spec.operands(4).name(), "'"));

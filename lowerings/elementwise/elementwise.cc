@@ -131,6 +131,20 @@ absl::StatusOr<Composition> FromIntRequant(const proto::OpSpec& spec, const Targ
 
 absl::StatusOr<Composition> FromIntClamp(const proto::OpSpec& spec, const Target& target) {
   const auto& c = spec.int_clamp();
+  if (c.lo() > c.hi()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("int_clamp.lo (", c.lo(), ") is above int_clamp.hi (", c.hi(), "): no value lies between them"));
+  }
+  // The bounds are constants of the integer datapath's arithmetic, so they must be values of its type.
+  ASSIGN_OR_RETURN(const Precision dp, DatapathPrecision(Datapath::kInt, target));
+  const int64_t most = IntMax(dp), least = -most - 1;
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"lo", c.lo()}, {"hi", c.hi()}}) {
+    if (v < least || v > most) {
+      return absl::InvalidArgumentError(absl::StrCat("int_clamp.", name, " (", v, ") is outside the ",
+                                                     std::string(PrecisionName(dp)), " integer datapath of target '",
+                                                     target.name(), "' [", least, ", ", most, "]"));
+    }
+  }
   Body body = Min(Max(Op(0), Const(static_cast<double>(c.lo()))), Const(static_cast<double>(c.hi())));
   return Pointwise(spec, "int_clamp", Datapath::kInt, c.n(), body, target);
 }

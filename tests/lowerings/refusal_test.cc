@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "spatial/proto_io.h"
 #include "tests/lowerings/harness.h"
 
 namespace spatial::testing {
@@ -195,6 +196,65 @@ TEST(RefusalTest, ReferenceChecksItsInputs) {
   TensorMap frac;
   frac["x"] = TensorData{1, 2, Precision::kInt32, {1.5, 2}};
   EXPECT_FALSE(ReferenceOp(clamp, frac).ok());
+}
+
+// Bad values in a spec are the caller's mistake (InvalidArgument, exit 2), named by field.
+TEST(RefusalTest, IntClampBoundsAreValuesOfTheIntegerDatapath) {
+  const Target& t = Shipped("test_tiny");
+  auto clamp = [&](int64_t lo, int64_t hi) {
+    proto::OpSpec spec = Spec({"x"});
+    spec.mutable_int_clamp()->set_n(32);
+    spec.mutable_int_clamp()->set_lo(lo);
+    spec.mutable_int_clamp()->set_hi(hi);
+    return Lower(spec, t).status();
+  };
+  EXPECT_EQ(clamp(100, -100),
+            absl::InvalidArgumentError("int_clamp.lo (100) is above int_clamp.hi (-100): no value lies between them"));
+  const absl::Status huge = clamp(INT64_MAX, INT64_MAX);
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("int_clamp.lo (9223372036854775807) is outside the int32 integer datapath"),
+            std::string::npos)
+      << huge;
+  EXPECT_NE(clamp(0, int64_t{1} << 32).message().find("int_clamp.hi (4294967296) is outside"), std::string::npos);
+  EXPECT_TRUE(clamp(INT32_MIN, INT32_MAX).ok());
+}
+
+proto::OpSpec DecodeAttention(const std::string& pos_name) {
+  proto::OpSpec spec = Spec({"q", "k_cache", "v_cache", "pos"});
+  auto* a = spec.mutable_attention();
+  a->set_h(8);
+  a->set_kv(2);
+  a->set_hd(8);
+  a->set_vd(8);
+  a->set_l(64);
+  a->set_rows(1);
+  a->mutable_pos()->set_named(pos_name);
+  return spec;
+}
+
+TEST(RefusalTest, AnAttentionPositionNamedByNothingIsRefused) {
+  EXPECT_EQ(Lower(DecodeAttention(""), Shipped("test_tiny")).status(),
+            absl::InvalidArgumentError("the attention's position is named by an empty string (pos { named: \"\" })"));
+}
+
+// A window at least the cache's length keeps every position: it lowers, and to the program of a window of exactly
+// the cache's length (whose constants fit the integer datapath).
+TEST(RefusalTest, AWindowPastTheCacheIsTheWholeCache) {
+  const Target& t = Shipped("test_tiny");
+  proto::OpSpec huge = DecodeAttention("pos");
+  huge.mutable_attention()->mutable_window()->set_sliding(INT64_MAX);
+  proto::OpSpec whole = DecodeAttention("pos");
+  whole.mutable_attention()->mutable_window()->set_sliding(64);
+  absl::StatusOr<Composition> a = Lower(huge, t);
+  absl::StatusOr<Composition> b = Lower(whole, t);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::string sa, sb;
+  ASSERT_TRUE(ToProto(*a).SerializeToString(&sa));
+  ASSERT_TRUE(ToProto(*b).SerializeToString(&sb));
+  EXPECT_EQ(sa, sb);
+  huge.mutable_attention()->mutable_window()->set_chunked(INT64_MAX);
+  EXPECT_TRUE(Lower(huge, t).ok());
 }
 
 }  // namespace
