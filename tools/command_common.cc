@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -147,7 +148,7 @@ std::vector<cli::FlagSpec> InputFlags() {
   using cli::FlagSpec;
   return {
       {"input", FlagSpec::Kind::kRepeated, "NAME=FILE.npy|V[,V...]",
-       "value of the run input NAME: a .npy file, or a number or comma-separated numbers (pos=4096)"},
+       "value of the run input NAME: a .npy file, or a decimal number or comma-separated ones (pos=4096)"},
       {"inputs-dir", FlagSpec::Kind::kValue, "DIR", "read every run input not given by --input from DIR/NAME.npy"},
       {"random-inputs", FlagSpec::Kind::kValue, "SEED",
        "fill the rest from SEED: floats uniform in [-2, 2), integers inside the range the certificate admits"},
@@ -157,41 +158,96 @@ std::vector<cli::FlagSpec> InputFlags() {
 
 namespace {
 
-// "4096" or "1,2,3": numbers given on the command line in place of a .npy file; nullopt when `text` is not that.
-std::optional<std::vector<double>> ParseNumberList(const std::string& text) {
-  std::vector<double> out;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    double v = 0;
-    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &v)) return std::nullopt;
-    out.push_back(v);
-  }
-  return out;
+// Whether the text after --input NAME= is literal numbers ("4096", "1,2,3") rather than a .npy file: it is no
+// existing file, names no .npy and no folder, and starts as a number does (or is "nan", "inf"). The file is probed
+// with the non-throwing overload: a long value list is no valid file name (ENAMETOOLONG), which the throwing one
+// turns into an exception; any error there just means "not a file".
+bool IsNumberList(const std::string& text) {
+  std::error_code ec;
+  if (std::filesystem::exists(text, ec)) return false;
+  if (absl::EndsWith(text, ".npy") || text.find('/') != std::string::npos) return false;
+  const absl::string_view s = absl::StripLeadingAsciiWhitespace(text);
+  if (s.empty()) return false;
+  if (absl::ascii_isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+' || s[0] == '.') return true;
+  double v = 0;
+  return absl::SimpleAtod(absl::StripAsciiWhitespace(s.substr(0, s.find(','))), &v);
 }
 
-// One value given by --input: the .npy file or the literal numbers.
-absl::StatusOr<TensorData> InputValue(const Tensor& t, const std::string& file) {
-  // Probed with the non-throwing overload: a long value list is no valid file name (ENAMETOOLONG), which the
-  // throwing one turns into an exception; any error here just means "not a file".
-  std::error_code ec;
-  if (std::optional<std::vector<double>> nums = ParseNumberList(file); nums && !std::filesystem::exists(file, ec)) {
-    NpyArray a;
-    a.integer = std::all_of(nums->begin(), nums->end(), [](double v) { return std::floor(v) == v; });
-    a.descr = a.integer ? "<i8" : "<f8";
-    a.shape = {static_cast<int64_t>(nums->size())};
-    if (nums->size() == 1) a.shape.clear();  // a scalar
-    a.values = std::move(*nums);
-    if (t.rows * t.cols != static_cast<int64_t>(a.values.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("--input ", t.name, "=", file, ": ", a.values.size(),
-                                                     " value(s) for tensor '", t.name, "' of ", t.rows, "x", t.cols,
-                                                     " (give all ", t.rows * t.cols, ", or a .npy file)"));
-    }
-    if (a.shape.empty() && t.rows * t.cols == 1) return NpyToTensor(a, t, "--input " + t.name);
-    a.shape = {t.rows, t.cols};
-    return NpyToTensor(a, t, "--input " + t.name);
+// Element `i` of a literal list for tensor `t`; errors say what is wrong with it, quoting it as written. Decimal
+// only: SimpleAtod also reads hexadecimal, and "pos=0x10" read as 16 is a surprise, not a convenience. An integer is
+// parsed as one, so a value beyond what the tensor holds is reported as written, not as its nearest double
+// (9223372036854775807 read as 9223372036854775808), and a number too large for f64 is not reported as "inf".
+absl::StatusOr<double> ListElement(const Tensor& t, absl::string_view text, size_t i) {
+  text = absl::StripAsciiWhitespace(text);
+  if (text.empty()) return absl::InvalidArgumentError(absl::StrCat("element ", i, " is empty"));
+  if (text.find_first_of("xX") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("element ", i, " '", text, "' is not a decimal number (hexadecimal is not read)"));
   }
-  absl::StatusOr<NpyArray> a = ReadNpy(file);
+  const bool integer = IsInteger(t.precision);
+  // An integer tensor holds its precision's range, and the VM keeps integers exactly only up to 2^53.
+  constexpr int64_t kMaxExact = int64_t{1} << 53;
+  const int64_t lo = integer ? std::max(IntMin(t.precision), -kMaxExact) : 0;
+  const int64_t hi = integer ? std::min(IntMax(t.precision), kMaxExact) : 0;
+  auto does_not_fit = [&] {
+    return absl::InvalidArgumentError(absl::StrCat("element ", i, " = ", text, " does not fit the tensor '", t.name,
+                                                   "' of precision ", std::string(PrecisionName(t.precision)), " (",
+                                                   lo, "..", hi, ")"));
+  };
+  int64_t n = 0;
+  if (absl::SimpleAtoi(text, &n)) {
+    if (integer && (n < lo || n > hi)) return does_not_fit();
+    return static_cast<double>(n);
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v)) {
+    return absl::InvalidArgumentError(absl::StrCat("element ", i, " '", text, "' is not a number"));
+  }
+  const std::string lower = absl::AsciiStrToLower(text);
+  const bool special = absl::StrContains(lower, "nan") || absl::StrContains(lower, "inf");
+  if (!std::isfinite(v) && !special) {
+    return absl::InvalidArgumentError(absl::StrCat("element ", i, " = ", text, " is beyond the range of f64"));
+  }
+  if (integer) {
+    if (!std::isfinite(v) || v != std::trunc(v)) {
+      return absl::InvalidArgumentError(absl::StrCat("the tensor '", t.name, "' is ",
+                                                     std::string(PrecisionName(t.precision)), " but element ", i,
+                                                     " is ", text, ", not an integer"));
+    }
+    if (v < static_cast<double>(lo) || v > static_cast<double>(hi)) return does_not_fit();
+  }
+  return v;
+}
+
+// The literal numbers of --input NAME=V[,V...]: every element of `t` in row-major order. Errors name the input.
+absl::StatusOr<TensorData> ListValue(const Tensor& t, const std::string& text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ',');
+  const std::string where = absl::StrCat("--input ", t.name);
+  if (static_cast<int64_t>(parts.size()) != t.rows * t.cols) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", parts.size(), " value(s) for tensor '", t.name,
+                                                   "' of ", t.rows, "x", t.cols, " (give all ", t.rows * t.cols,
+                                                   ", or a .npy file)"));
+  }
+  TensorData d;
+  d.rows = t.rows;
+  d.cols = t.cols;
+  d.precision = t.precision;
+  d.values.reserve(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    absl::StatusOr<double> v = ListElement(t, parts[i], i);
+    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", v.status().message()));
+    d.values.push_back(*v);
+  }
+  return d;
+}
+
+// One value given by --input: the literal numbers or the .npy file. Errors about a file carry its name as their
+// location; those about numbers name the input.
+absl::StatusOr<TensorData> InputValue(const Tensor& t, const std::string& text) {
+  if (IsNumberList(text)) return ListValue(t, text);
+  absl::StatusOr<NpyArray> a = ReadNpy(text);
   if (!a.ok()) return a.status();
-  return NpyToTensor(*a, t, file);
+  return NpyToTensor(*a, t, text);
 }
 
 }  // namespace
@@ -229,7 +285,7 @@ std::optional<TensorMap> GivenInputs(const Composition& c, const cli::ParsedArgs
     }
     absl::StatusOr<TensorData> d = InputValue(*t, file);
     if (!d.ok()) {
-      cli::PrintError(std::cerr, file, d.status());
+      cli::PrintError(std::cerr, absl::StrCat("spatial ", cmd), d.status());
       return std::nullopt;
     }
     inputs[name] = std::move(*d);

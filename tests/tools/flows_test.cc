@@ -382,6 +382,39 @@ TEST_F(Flows, PositionsFromTheCommandLineAndTheCertificate) {
   }
 }
 
+// --input's literal numbers: refused as written, in one message naming the input (it was prefixed as if the value
+// were a file name and said "error" twice), integers read as integers (9223372036854775807 was reported as
+// ...808), hexadecimal refused rather than read, a number beyond f64 not called "inf".
+TEST_F(Flows, InputNumbersAreCheckedAsWritten) {
+  const std::string spec = (Source() / "examples" / "ops" / "rope.textproto").string();
+  const std::string prog = Path("p.textproto");
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", prog)).code, 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"9223372036854775807",
+       "--input pos: element 0 = 9223372036854775807 does not fit the tensor 'pos' of precision int32 "
+       "(-2147483648..2147483647)"},
+      {"99999999999", "--input pos: element 0 = 99999999999 does not fit the tensor 'pos'"},
+      {"99999999999999999999", "--input pos: element 0 = 99999999999999999999 does not fit the tensor 'pos'"},
+      {"1e400", "--input pos: element 0 = 1e400 is beyond the range of f64"},
+      {"0x10", "--input pos: element 0 '0x10' is not a decimal number (hexadecimal is not read)"},
+      {"1.5", "--input pos: the tensor 'pos' is int32 but element 0 is 1.5, not an integer"},
+      {"inf", "--input pos: the tensor 'pos' is int32 but element 0 is inf, not an integer"},
+      {"4,", "--input pos: 2 value(s) for tensor 'pos' of 1x1"},
+      {"4q", "--input pos: element 0 '4q' is not a number"},
+  };
+  for (const auto& [value, message] : cases) {
+    CliRun r = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --quiet --input pos=", value));
+    EXPECT_EQ(r.code, 2) << value << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("spatial vm: error: ", message))) << value;
+    EXPECT_EQ(r.err.find("error:"), r.err.rfind("error:")) << "one error, said once: " << r.err;
+  }
+  CliRun exponent = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --quiet --input pos=1e3"));
+  EXPECT_EQ(exponent.code, 0) << exponent.err;
+  CliRun file = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --quiet --input pos=", Path("nope.npy")));
+  EXPECT_EQ(file.code, 2);
+  EXPECT_THAT(file.err, HasSubstr(Path("nope.npy") + ": error: cannot open file"));
+}
+
 // `spatial model`'s flows, in a suite of their own on the same fixture.
 using ModelFlow = Flows;
 
