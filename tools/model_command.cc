@@ -103,7 +103,11 @@ int RunModel(const cli::ParsedArgs& args) {
   int64_t tokens = 0;
   if (!IntFlag(args, "prefill", 0, &tokens, cmd)) return cli::kExitUsage;
   const bool prefill = args.Has("prefill");
-  if (prefill == args.Has("decode")) {
+  if (prefill && args.Has("decode")) {
+    return cli::UsageError(std::cerr, cmd, "--decode and --prefill are exclusive: a run is one decode step or one "
+                                           "prefill");
+  }
+  if (!prefill && !args.Has("decode")) {
     return cli::UsageError(std::cerr, cmd, "one of --decode=P (a decode step at 1-based position P) or --prefill=T is "
                                            "required");
   }

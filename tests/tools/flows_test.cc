@@ -622,6 +622,7 @@ TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
                                       "required"));
   CliRun both = Spatial("model --config=qwen3-0.6b --prefill=4 --decode=4");
   EXPECT_EQ(both.code, 2);
+  EXPECT_THAT(both.err, HasSubstr("--decode and --prefill are exclusive: a run is one decode step or one prefill"));
   CliRun long_fill = Spatial("model --config=qwen3-0.6b --prefill=300 --cache=256");
   EXPECT_EQ(long_fill.code, 2);
   EXPECT_THAT(long_fill.err, HasSubstr("a prefill of 300 tokens: it must be 1..256 (the cache's rows)"));
