@@ -28,8 +28,17 @@ int RunOpt(const cli::ParsedArgs& args) {
   }
   if (args.positional.empty()) return cli::UsageError(std::cerr, cmd, "missing PROG (or --list)");
   if (!args.Has("passes")) return cli::UsageError(std::cerr, cmd, "missing --passes=NAME[,NAME...] (see --list)");
-  std::vector<std::string> names;
-  for (absl::string_view n : absl::StrSplit(args.Get("passes"), ',', absl::SkipEmpty())) names.emplace_back(n);
+  // Every name must be a pass: an empty list, or an empty name between commas (a slip such as "verify,,compose"),
+  // would otherwise run fewer passes than written and exit 0.
+  const std::string list = args.Get("passes");
+  if (list.empty()) return cli::UsageError(std::cerr, cmd, "--passes is empty: give NAME[,NAME...] (see --list)");
+  std::vector<std::string> names = absl::StrSplit(list, ',');
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty()) {
+      return cli::UsageError(std::cerr, cmd, absl::StrCat("--passes=", list, ": pass ", i + 1, " of ", names.size(),
+                                                          " has no name"));
+    }
+  }
   for (const std::string& n : names) {
     if (FindPass(n) == nullptr) {
       return cli::UsageError(std::cerr, cmd, absl::StrCat("unknown pass '", n, "' (spatial opt --list names them)"));

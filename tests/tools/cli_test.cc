@@ -146,6 +146,23 @@ TEST_F(SpatialCli, NpyOfTheWrongShapeOrDtype) {
   EXPECT_THAT(stranger.err, HasSubstr("the program has no run input 'nosuch' (its run inputs: x)"));
 }
 
+// --passes names every pass: an empty list, or an empty name between commas, ran fewer passes than written and
+// exited 0.
+TEST_F(SpatialCli, OptPassListsHaveNoEmptyNames) {
+  std::string prog = LoweredSilu();
+  CliRun empty = Spatial(absl::StrCat("opt --passes= --no-output ", prog));
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_THAT(empty.err, HasSubstr("spatial opt: error: --passes is empty: give NAME[,NAME...] (see --list)"));
+  CliRun doubled = Spatial(absl::StrCat("opt --passes=verify,,verify --no-output ", prog));
+  EXPECT_EQ(doubled.code, 2);
+  EXPECT_THAT(doubled.err, HasSubstr("spatial opt: error: --passes=verify,,verify: pass 2 of 3 has no name"));
+  CliRun trailing = Spatial(absl::StrCat("opt --passes=verify, --no-output ", prog));
+  EXPECT_EQ(trailing.code, 2);
+  EXPECT_THAT(trailing.err, HasSubstr("--passes=verify,: pass 2 of 2 has no name"));
+  CliRun ok = Spatial(absl::StrCat("opt --passes=verify,verify --no-output ", prog));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 // A value list longer than a file name may be (255 bytes) is values: probing it as a file must not throw
 // ENAMETOOLONG out of std::filesystem (it aborted vm, simulate and model --values).
 TEST_F(SpatialCli, ALongValueListIsValuesNotAFileName) {
