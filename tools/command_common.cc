@@ -50,11 +50,16 @@ std::string FileStem(const std::string& name) {
 }
 
 // Writes one .npy per tensor into `dir`; names that collide after FileStem are an error rather than a silent
-// overwrite.
-absl::Status WriteAll(const std::filesystem::path& dir, const std::vector<std::pair<std::string, const TensorData*>>& ts) {
+// overwrite. A directory that cannot be made, or a file in it that cannot be written, is PermissionDenied: the
+// output path is unusable.
+absl::Status WriteAll(const std::filesystem::path& dir,
+                      const std::vector<std::pair<std::string, const TensorData*>>& ts) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrCat(dir.string(), ": error: cannot create directory: ", ec.message()));
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(dir.string(), ": error: cannot create directory: ", ec.message()));
+  }
   std::set<std::string> used;
   for (const auto& [name, t] : ts) {
     std::string stem = FileStem(name);
@@ -428,7 +433,9 @@ int WriteResults(const Composition& c, const TensorMap& out, const TensorMap& in
     if (st.ok()) st = WriteAll(dir / "inputs", given);
     if (!st.ok()) {
       cli::PrintError(std::cerr, absl::StrCat("spatial ", cmd), st);
-      return cli::kExitFailed;
+      // An --output-dir that cannot be made or written is bad usage; two tensors that map to one file name, or a
+      // write that fails part way, is not the caller's path.
+      return st.code() == absl::StatusCode::kPermissionDenied ? cli::kExitUsage : cli::kExitFailed;
     }
   }
   if (!args.GetBool("quiet")) {

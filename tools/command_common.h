@@ -65,7 +65,8 @@ std::optional<TensorMap> GivenInputs(const Composition& c, const cli::ParsedArgs
 std::vector<cli::FlagSpec> InputFlags();
 
 // Every Output and State tensor of `c` from `results`: printed as a table unless --quiet, and with --output-dir
-// written as DIR/NAME.npy, the inputs as DIR/inputs/NAME.npy so the run can be repeated. Returns the exit code.
+// written as DIR/NAME.npy, the inputs as DIR/inputs/NAME.npy so the run can be repeated. Returns the exit code (2
+// when DIR cannot be made or written).
 int WriteResults(const Composition& c, const TensorMap& results, const TensorMap& inputs,
                  const cli::ParsedArgs& args, const std::string& command, const std::string& where);
 

@@ -146,6 +146,15 @@ TEST_F(SpatialCli, NpyOfTheWrongShapeOrDtype) {
   EXPECT_THAT(stranger.err, HasSubstr("the program has no run input 'nosuch' (its run inputs: x)"));
 }
 
+// An --output-dir that cannot be made is bad usage (2), as an unreadable input is, not a failed run (1).
+TEST_F(SpatialCli, UnusableOutputDirIsAUsageError) {
+  std::string prog = LoweredSilu();
+  const std::string plain = Write("plain.txt", "not a directory\n");
+  CliRun r = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --quiet --output-dir=", plain, "/out"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(plain + "/out: error: cannot create directory: "));
+}
+
 // --passes names every pass: an empty list, or an empty name between commas, ran fewer passes than written and
 // exited 0.
 TEST_F(SpatialCli, OptPassListsHaveNoEmptyNames) {
