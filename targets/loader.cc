@@ -373,6 +373,10 @@ absl::Status Validate(const proto::Target& t, const std::string& filename, const
               absl::StrCat(s.Path("efficiency"), " must be in (0, 1] (a measured fraction of peak), got ", e));
     }
     c.RequireNonNegative(s, "latency_cycles", t.dram().latency_cycles());
+    if (t.dram().capacity_bytes() < 0) {
+      c.Error(s.FieldLoc("capacity_bytes"),
+              absl::StrCat(s.Path("capacity_bytes"), " must be >= 0 (0: not given), got ", t.dram().capacity_bytes()));
+    }
   }
   CheckNumerics(t, top, c);
 

@@ -83,9 +83,11 @@ absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
   // position 0, a chunk holds the whole cache), so it is the cache's length: the same meaning, and constants that
   // fit the integer datapath.
   if (window && window->span > l) window->span = l;
-  if (!std::isfinite(a.scale()) || !std::isfinite(a.softcap())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attention scale ", a.scale(), " or soft cap ", a.softcap(), " is not finite"));
+  if (!std::isfinite(a.scale())) {
+    return absl::InvalidArgumentError(absl::StrCat("attention.scale is not finite (", a.scale(), ")"));
+  }
+  if (!std::isfinite(a.softcap())) {
+    return absl::InvalidArgumentError(absl::StrCat("attention.softcap is not finite (", a.softcap(), ")"));
   }
   const bool named = a.pos().kind_case() == proto::RowIndex::kNamed;
   if (named && a.pos().named().empty()) {

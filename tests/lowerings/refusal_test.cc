@@ -1,4 +1,5 @@
 // Every refusal the elementwise family and matmul can give, with its message.
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -235,6 +236,16 @@ proto::OpSpec DecodeAttention(const std::string& pos_name) {
 TEST(RefusalTest, AnAttentionPositionNamedByNothingIsRefused) {
   EXPECT_EQ(Lower(DecodeAttention(""), Shipped("test_tiny")).status(),
             absl::InvalidArgumentError("the attention's position is named by an empty string (pos { named: \"\" })"));
+}
+
+TEST(RefusalTest, AnAttentionScaleOrSoftCapThatIsNotFiniteIsNamed) {
+  proto::OpSpec spec = DecodeAttention("pos");
+  spec.mutable_attention()->set_scale(std::nan(""));
+  EXPECT_EQ(Lower(spec, Shipped("test_tiny")).status(), absl::InvalidArgumentError("attention.scale is not finite (nan)"));
+  spec.mutable_attention()->set_scale(0.5);
+  spec.mutable_attention()->set_softcap(INFINITY);
+  EXPECT_EQ(Lower(spec, Shipped("test_tiny")).status(),
+            absl::InvalidArgumentError("attention.softcap is not finite (inf)"));
 }
 
 // A window at least the cache's length keeps every position: it lowers, and to the program of a window of exactly

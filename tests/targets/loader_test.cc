@@ -548,6 +548,8 @@ TEST(ParseTarget, CostConsistency) {
               HasSubstr("t.textproto:22:3: error: duplicate SFPU cost for EXP (approx: false) in costs.sfpu[1]"));
   EXPECT_THAT(ErrorOf(Plant("hop_cycles: 9", "hop_cycles: -9")),
               HasSubstr("t.textproto:23:32: error: noc.hop_cycles must be a finite number >= 0, got -9"));
+  EXPECT_THAT(ErrorOf(Plant("efficiency: 0.92 }", "efficiency: 0.92 capacity_bytes: -1 }")),
+              HasSubstr("error: dram.capacity_bytes must be >= 0 (0: not given), got -1"));
 }
 
 TEST(ParseTarget, AllErrorsAreReportedTogether) {
