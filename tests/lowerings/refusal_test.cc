@@ -241,7 +241,8 @@ TEST(RefusalTest, AnAttentionPositionNamedByNothingIsRefused) {
 TEST(RefusalTest, AnAttentionScaleOrSoftCapThatIsNotFiniteIsNamed) {
   proto::OpSpec spec = DecodeAttention("pos");
   spec.mutable_attention()->set_scale(std::nan(""));
-  EXPECT_EQ(Lower(spec, Shipped("test_tiny")).status(), absl::InvalidArgumentError("attention.scale is not finite (nan)"));
+  EXPECT_EQ(Lower(spec, Shipped("test_tiny")).status(),
+            absl::InvalidArgumentError("attention.scale is not finite (nan)"));
   spec.mutable_attention()->set_scale(0.5);
   spec.mutable_attention()->set_softcap(INFINITY);
   EXPECT_EQ(Lower(spec, Shipped("test_tiny")).status(),
