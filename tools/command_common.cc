@@ -400,9 +400,12 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
     std::unique_ptr<ValueModel> model = MakeTargetModel(*target);
     std::vector<std::string> rounded;
     for (auto& [name, d] : inputs) {
-      if (IsInteger(d.precision) || d.values.empty()) continue;
+      // A value count that is not rows x cols is the run's to refuse (the VM names it), not rounded here.
+      if (IsInteger(d.precision) || d.values.empty() || static_cast<int64_t>(d.values.size()) != d.rows * d.cols) {
+        continue;
+      }
       std::vector<double> before = d.values;
-      model->StoreRound(d.precision, d.values.data(), static_cast<int64_t>(d.values.size()));
+      model->StoreRoundRows(d.precision, d.values.data(), d.rows, d.cols);
       if (before != d.values) rounded.push_back(name);
     }
     if (!rounded.empty() && notes != nullptr) {

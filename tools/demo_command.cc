@@ -152,7 +152,7 @@ DemoRow RunOne(const DemoOp& op, const Target& target, uint64_t seed, const std:
   // the reference and the simulator all start from the same values.
   std::unique_ptr<ValueModel> model = MakeTargetModel(target);
   TensorMap inputs = RandomInputs(CompositionInputs(*c), seed);
-  for (auto& [name, t] : inputs) model->StoreRound(t.precision, t.values.data(), static_cast<int64_t>(t.values.size()));
+  for (auto& [name, t] : inputs) model->StoreRoundRows(t.precision, t.values.data(), t.rows, t.cols);
   absl::StatusOr<TensorMap> vm = RunComposition(*c, target.tile_rows(), target.tile_cols(), inputs);
   absl::StatusOr<TensorMap> ref = ReferenceOp(op.spec, inputs);
   if (!vm.ok()) {

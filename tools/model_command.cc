@@ -174,7 +174,9 @@ int RunModel(const cli::ParsedArgs& args) {
       TensorMap in = LayerRunInputs(c, *config, first, seed);
       for (const auto& [name, d] : given) in[name] = d;
       for (auto& [name, d] : in) {
-        if (!IsInteger(d.precision)) numerics->StoreRound(d.precision, d.values.data(), d.values.size());
+        // A given value count that is not rows x cols is the run's to refuse, not rounded here.
+        if (IsInteger(d.precision) || static_cast<int64_t>(d.values.size()) != d.rows * d.cols) continue;
+        numerics->StoreRoundRows(d.precision, d.values.data(), d.rows, d.cols);
       }
       return in;
     };

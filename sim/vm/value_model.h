@@ -24,6 +24,13 @@ class ValueModel {
   // Rounds `n` values written into a buffer page or a tensor of precision `p`, in place.
   virtual void StoreRound(Precision p, double* v, int64_t n) const = 0;
 
+  // Rounds a rows x cols tensor's flat row-major values, in place, a row at a time: a block format's groups of 16
+  // (bfp8_b, bfp4_b) start at column 0 of every row, as a tile's face rows do, so a row whose width is not a
+  // multiple of 16 never shares an exponent with the next row. Every tensor-wide rounding goes through here.
+  void StoreRoundRows(Precision p, double* v, int64_t rows, int64_t cols) const {
+    for (int64_t r = 0; r < rows; ++r) StoreRound(p, v + r * cols, cols);
+  }
+
   // One binary operation of a Generic body (kAdd, kSub, kMul, kMin, kMax, kFloorDiv) on the compute datapath
   // whose precision is `acc` (the section's accumulator precision).
   virtual double Arith(BodyOp op, double a, double b, Precision acc) const = 0;

@@ -166,15 +166,16 @@ class Runner {
     return absl::OkStatus();
   }
 
-  // Whether `x` is already what storing it at precision `p` leaves (always, in exact f64): checked a chunk at a time,
-  // so the check holds no copy of a large table.
-  bool AtPrecision(Precision p, const std::vector<double>& x) const {
+  // Whether `x` (rows of `cols`) is already what storing it at precision `p` leaves (always, in exact f64): checked
+  // whole rows at a time (StoreRoundRows), so the check holds no copy of a large table.
+  bool AtPrecision(Precision p, const std::vector<double>& x, int64_t cols) const {
     if (model_.exact()) return true;
     std::vector<double> chunk;
-    for (size_t i = 0; i < x.size(); i += 4096) {
-      const size_t n = std::min<size_t>(4096, x.size() - i);
+    const size_t step = static_cast<size_t>(std::max<int64_t>(1, 4096 / std::max<int64_t>(1, cols)) * cols);
+    for (size_t i = 0; i < x.size(); i += step) {
+      const size_t n = std::min<size_t>(step, x.size() - i);
       chunk.assign(x.begin() + static_cast<std::ptrdiff_t>(i), x.begin() + static_cast<std::ptrdiff_t>(i + n));
-      model_.StoreRound(p, chunk.data(), static_cast<int64_t>(n));
+      model_.StoreRoundRows(p, chunk.data(), static_cast<int64_t>(n) / cols, cols);
       for (size_t j = 0; j < n; ++j) {
         // Bitwise: a NaN stays itself, and -0 is not +0.
         if (std::memcmp(&chunk[j], &x[i + j], sizeof(double)) != 0) return false;
@@ -226,7 +227,7 @@ class Runner {
           return FaultStatus(vi::kBadInput, who,
                              absl::StrCat(d.values.size(), " values for ", v.rows, "x", v.cols, " (", n, ")"));
         }
-        if (!stored.count(t.name) && AtPrecision(t.precision, d.values)) {
+        if (!stored.count(t.name) && AtPrecision(t.precision, d.values, v.cols)) {
           v.borrowed = d.values.data();
           continue;
         }
@@ -253,7 +254,7 @@ class Runner {
           default: break;  // Zero (External is a run input, above)
         }
       }
-      model_.StoreRound(t.precision, v.values.data(), static_cast<int64_t>(n));
+      model_.StoreRoundRows(t.precision, v.values.data(), v.rows, v.cols);
     }
     return absl::OkStatus();
   }
