@@ -1,6 +1,7 @@
 #include "spatial/validate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -348,7 +349,11 @@ class SectionChecker {
                                                                                    " is negative"));
           slots = std::max<int64_t>(slots, int64_t{n->operand} + 1);
           break;
-        case BodyOp::kConst: break;
+        case BodyOp::kConst:
+          // ±inf are masks and seeds (an argmax's, a running maximum's); a NaN constant only poisons what reads it,
+          // and the VM (NaN) and the machine (whose packer turns NaN into inf) then disagree on every value.
+          if (std::isnan(n->value)) return Malformed(where, "generic.body", "a NaN constant");
+          break;
         case BodyOp::kShr:
           if (n->shift < 0 || n->shift > 63) {
             return Malformed(where, "generic.body", absl::StrCat("shr by ", n->shift, " (expected 0..63)"));

@@ -401,6 +401,18 @@ TEST_F(Flows, BlockFloatInputsRoundEachRowOnItsOwn) {
   EXPECT_THAT(r.out, HasSubstr("ok   c:"));
 }
 
+// An integer argmax's partial maxima start from the least value the datapath holds. Tensix integers are
+// sign-magnitude, so that is -(2^31 - 1): a sentinel of -2^31 was stored as -(2^31 - 1) by the machine and not by the
+// exact VM, and the Exact claim failed on the partials (the index itself agreed).
+TEST_F(Flows, AnIntegerArgmaxIsExactOnEveryOutput) {
+  const std::string spec = Write("argmax.textproto", "out: \"t\" operands { name: \"x\" } argmax { n: 129 }\n");
+  const std::string prog = Path("argmax_prog.textproto");
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --op=", spec, " -o ", prog)).code, 0);
+  CliRun r = Spatial(absl::StrCat("simulate ", prog, " --random-inputs=1 --compare-vm"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("ok   t__argmax_part0: max abs 0,"));
+}
+
 // --input's literal numbers: refused as written, in one message naming the input (it was prefixed as if the value
 // were a file name and said "error" twice), integers read as integers (9223372036854775807 was reported as
 // ...808), hexadecimal refused rather than read, a number beyond f64 not called "inf".
