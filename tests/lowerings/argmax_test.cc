@@ -153,9 +153,10 @@ TEST(ArgMaxTest, NaNAndInfinitiesAsTheSeedScans) {
                   ByPosition([n](int64_t p, Rng& r) { return p == n / 2 ? -2e30 : r.Real(-9e30, -3e30); }), 0.0);
     // All NaN: the seed's 1.
     CheckLowering(ArgMax(n, true), tiny, ByPosition([](int64_t, Rng&) { return kNaN; }), 0.0);
-    // An integer row at its type's minimum: the mask (the minimum) never replaces a live equal value.
+    // An integer row at the least value the sign-magnitude datapath holds, -(2^31 - 1): the mask (that value)
+    // never replaces a live equal value.
     CheckLowering(ArgMax(n, false), tiny,
-                  ByPosition([](int64_t, Rng&) { return static_cast<double>(std::numeric_limits<int32_t>::min()); }),
+                  ByPosition([](int64_t, Rng&) { return -static_cast<double>(std::numeric_limits<int32_t>::max()); }),
                   0.0);
   }
 }
