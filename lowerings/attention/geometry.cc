@@ -54,6 +54,13 @@ NumericsClaim FlashClaim(const FlashGeometry& g, Precision p, const Target& targ
     return f == MathFidelity::kLoFi || (f == MathFidelity::kDefault && target.matmul_fidelity() == proto::LOFI);
   };
   if (lofi(g.qk_fidelity) || lofi(g.pv_fidelity)) claim.error_growth = 4;
+  // The fast exp (tt-metal's SDPA default, FAST recipe) rounds each probability at ~2^-8 of its value: tt-metal
+  // measures 2.9-3.5% at K <= 4096 (13.4% at K 131072) where the accurate exp keeps the STANDARD recipe's 2.4%
+  // (SDPAPrecisionRecipes.md, hardware-facts §5.3) — at the default tolerance's edge, past it on short sequences with
+  // few values to average the error out (4.3% at 512 positions, differential fuzzing).
+  const bool fast_exp = g.probs_exp.op == SfpuOp::kExpFast ||
+                        (g.probs_exp.op == SfpuOp::kExp && target.proto().numerics().approx_mode());
+  if (fast_exp) claim.error_growth = std::max(1.0, claim.error_growth) * 2;
   // A 16-bit Dst rounds the products' partial sums and the running state's updates to bf16 (the legacy kernel's
   // numerics: tt-metal measures 2.54% at K 4096 against STANDARD's 2.37%, and its BF16 state swamps at long K).
   if (g.dest != Precision::kFp32) claim.error_growth = std::max(1.0, claim.error_growth) * 2;

@@ -204,6 +204,13 @@ TEST(MatmulTest, Bfp4FormatsLowerAndValidate) {
   spec.mutable_matmul()->set_out_format(proto::BFP4_B);
   Composition comp = CheckLowering(spec, Shipped("wormhole_n150"), Reals(-1, 1), 1e-12, 17);
   EXPECT_EQ(comp.sections[0].tensors[0].precision, Precision::kBfp4B);
+  // A bfp4_b result is claimed at eight times the default error (random products reach rel L2 0.18-0.20); a bfp8_b
+  // or bf16 one at the default.
+  EXPECT_EQ(comp.sections[0].claim.error_growth, 8.0);
+  spec.mutable_matmul()->set_out_format(proto::BFP8_B);
+  absl::StatusOr<Composition> bfp8 = Lower(spec, Shipped("wormhole_n150"));
+  ASSERT_TRUE(bfp8.ok()) << bfp8.status();
+  EXPECT_EQ(bfp8->sections[0].claim.error_growth, 0.0);
 }
 
 // program_config runs tt-metal's blocking instead of the chooser's: the items are its out-blocks, K folds
