@@ -166,6 +166,12 @@ class Chunked {
   // keeps it only to 1/8; e^{g_t − g_i} from two stored sums is then off by up to e^{±1/8} exactly where it matters —
   // near the diagonal, where the ratio is close to one. Summed over (i, t] alone, a near-diagonal log ratio is a few
   // small terms and keeps its precision.
+  // ★ ln α AT LEAST THE LEAST NORMAL FLOAT'S. A gate of 0 (a full reset; e^g underflowed) has ln α = −∞, and the
+  // cumulative sum multiplies it by the triangle's zeros (0 · −∞ = NaN), so one reset row made the whole chunk NaN.
+  // ln(max(α, 2^−126)) = −87.3: the decay it gives is e^−87 ≈ 1e−38, a reset to within fp32's least normal value.
+  // (A gate below 0 has no log at all; the chunked form reads it as a reset, the stepped recurrence as a sign flip.)
+  static Body LnDecay(Body alpha) { return Unary(SfpuKind::Ln(), Max(std::move(alpha), Const(0x1p-126))); }
+
   absl::StatusOr<Composition> Gates(int64_t c, int64_t cc) const {
     Template t(tr_, tw_);
     const TensorId at = Gate(t, "alpha_t");
@@ -182,8 +188,7 @@ class Chunked {
     const StageId s = t.AddGeneric("gd_log_decay", Contract(tr_, tw_, tr_), {lin, ain},
                                    {M({{LoopVar::kRow, w1_}, {LoopVar::kK, 1}}), M({{LoopVar::kK, w1_}, {LoopVar::kCol, 1}})},
                                    IdentMap(w1_),
-                                   Select(Pred::Lt(LoopVar::kK, cc), Mul(Op(0), Unary(SfpuKind::Ln(), Op(1))),
-                                          Const(0.0)),
+                                   Select(Pred::Lt(LoopVar::kK, cc), Mul(Op(0), LnDecay(Op(1))), Const(0.0)),
                                    gout);
     const StageId st = t.AddStoreBlock("store_g", g, 0, HeadSteps(1), {.pitch = hv_}, gout);
     t.AddEdge(ll, lin, s);
@@ -199,7 +204,7 @@ class Chunked {
     // 0:α_s  1:i + 1  2:t + 1 — s counted when s < C, s ≥ i + 1 and s < t + 1.
     Body within = Select(Pred::Lt(LoopVar::kK, cc),
                          Select(Pred::GeOperand(LoopVar::kK, 1),
-                                Select(Pred::LtOperand(LoopVar::kK, 2), Unary(SfpuKind::Ln(), Op(0)), Const(0.0)),
+                                Select(Pred::LtOperand(LoopVar::kK, 2), LnDecay(Op(0)), Const(0.0)),
                                 Const(0.0)),
                          Const(0.0));
     const StageId s2 = t.AddGeneric("gd_log_ratio", Contract(tr_, tw_, tr_), {ain2, cin, rin},

@@ -3,6 +3,8 @@
 // that lowers it — in its flat, blocked and widened forms, one row and blocks of rows, both gate activations; the
 // memory's declared state order and StaleStateRead when the sections run out of it; decode steps on one memory.
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -242,6 +244,30 @@ TEST(CarriedGdnTest, Chunked) {
   }
   // A widened head (48 -> 64) in chunks.
   CheckGdn({4, 2, 48, 12, true}, t);
+}
+
+// A gate of exactly 0 (a full reset: e^g underflowed) in the chunked form: ln 0 = -inf times the cumulative sum's
+// triangle zeros made the whole chunk NaN; with ln α floored at the least normal float's the VM matches the stepped
+// reference, the memory included.
+TEST(CarriedGdnTest, ChunkedTakesAGateOfZero) {
+  const Target& t = Shipped("wormhole_n150");
+  const proto::OpSpec spec = Gdn({4, 2, 64, 20, false});
+  auto alpha_at = std::make_shared<int64_t>(0);
+  const Draw base = GdnDraw();
+  const Draw reset = [=](const std::string& name, Rng& r) {
+    if (name == "alpha" && (*alpha_at)++ == 4 * 7 + 1) return 0.0;  // row 7, head 1
+    return base(name, r);
+  };
+  *alpha_at = 0;
+  Composition c = ThreeWay(spec, t, reset, kTol, 5);
+  ASSERT_FALSE(c.sections.empty());
+  *alpha_at = 0;
+  TensorMap inputs = MakeInputs(c, reset, 5);
+  absl::StatusOr<TensorMap> vm = RunComposition(c, t.tile_rows(), t.tile_cols(), inputs);
+  absl::StatusOr<TensorMap> ref = ReferenceOp(spec, inputs);
+  ASSERT_TRUE(vm.ok() && ref.ok());
+  for (double v : vm->at("S").values) ASSERT_TRUE(std::isfinite(v));
+  ExpectSameValues(vm->at("S"), ref->at("S"), "memory S");
 }
 
 // Swapping the update and the read of the flat form (and the blocked step with the gate broadcast before it) while
