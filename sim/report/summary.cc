@@ -84,9 +84,13 @@ std::string FormatReport(const proto::SimReport& r) {
                           100 * s.roofline().fraction(), s.roofline().limited_by());
   }
   for (const proto::OutputError& e : r.errors()) {
-    absl::StrAppendFormat(&out, "  %s %s: max abs %.3g, max rel %.3g, rel L2 %.3g (tolerance %.3g, %s)\n",
+    absl::StrAppendFormat(&out, "  %s %s: max abs %.3g, max rel %.3g, rel L2 %.3g (tolerance %.3g, %s)%s\n",
                           e.within() ? "ok  " : "FAIL", e.tensor(), e.max_abs(), e.max_rel(), e.rel_l2(),
-                          e.tolerance(), e.exact_claim() ? "exact" : "approx");
+                          e.tolerance(), e.exact_claim() ? "exact" : "approx",
+                          e.nans_on_both_sides() > 0
+                              ? absl::StrCat("; ", e.nans_on_both_sides(), " NaN on both sides (inputs outside the "
+                                             "op's domain there)")
+                              : "");
   }
   if (r.trace_truncated()) absl::StrAppendFormat(&out, "  trace truncated at %d events\n", r.trace_events());
   return out;

@@ -46,6 +46,33 @@ TEST(ErrorStats, NansMatchOnlyNans) {
   EXPECT_FALSE(CompareTensor("t", Row({1.0}), Row({1.0, 2.0}), 1.0, false).within());
 }
 
+// NaN on both sides is the same answer, counted so the summary can say the inputs left the op's domain there.
+TEST(ErrorStats, NansOnBothSidesAreCounted) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const proto::OutputError e = CompareTensor("t", Row({nan, nan, 1.0}), Row({nan, nan, 1.0}), 0.03, false);
+  EXPECT_TRUE(e.within());
+  EXPECT_EQ(e.nans_on_both_sides(), 2);
+  EXPECT_EQ(e.mismatched_nans(), 0);
+}
+
+// The exact values are taken in the output format's range (not its precision): below its least normal magnitude a
+// store flushes to 0, above its largest it is infinite. A bf16 tensor of exact values all near 1e-36 is the
+// machine's zeros, and 4e38 is its infinity; 1e-30 is a value bf16 holds, so a machine 0 there is still an error.
+TEST(ErrorStats, TheReferenceIsTakenInTheFormatsRange) {
+  TensorData zeros = Row({0.0, 0.0}), tiny = Row({1e-40, -3e-39});
+  zeros.precision = tiny.precision = Precision::kBf16;
+  EXPECT_EQ(CompareTensor("t", zeros, tiny, 0.03, false).rel_l2(), 0.0);
+  TensorData inf = Row({std::numeric_limits<double>::infinity(), 2.0}), big = Row({4e38, 2.0});
+  inf.precision = Precision::kBf16;
+  EXPECT_TRUE(CompareTensor("t", inf, big, 0.03, false).within());
+  TensorData small = Row({1e-30, 0.0});
+  EXPECT_FALSE(CompareTensor("t", zeros, small, 0.03, false).within());
+  // fp32 holds 4e38 at no finite value either; fp16 flushes below 2^-14.
+  TensorData h = Row({0.0}), ref = Row({1e-5});
+  h.precision = Precision::kFp16;
+  EXPECT_EQ(CompareTensor("t", h, ref, 0.03, false).rel_l2(), 0.0);
+}
+
 TensorData Rows(int64_t rows, std::vector<double> v) {
   TensorData t = Row(std::move(v));
   t.rows = rows;
