@@ -70,9 +70,11 @@ Subcommand OpsCommand() {
   s.summary = "list the op kinds of an op spec (spatial.proto.OpSpec) and whether each is lowered";
   s.description =
       "One line per op kind: the field to set in an OpSpec, its spec message (proto/op.proto), whether\n"
-      "`spatial lower` maps it, and the bound the simulator's values are held to against the exact VM (relative\n"
-      "L2; --why prints the reasoning and measurement behind it). examples/ops/ has a spec per lowered kind at a\n"
-      "real model's shape.";
+      "`spatial lower` maps it, and the bound the test suite holds the simulator's values to against the exact VM\n"
+      "over its shapes and drawn inputs (relative L2; --why prints the reasoning and measurement behind it).\n"
+      "`spatial simulate --compare-vm` checks each output against its section's numerics claim instead: 3.1% by\n"
+      "default, wider where a claim says so (a 16-bit Dst, LoFi, the fast exp, a bfp4_b result), for any shape\n"
+      "and inputs. examples/ops/ has a spec per lowered kind at a real model's shape.";
   s.flags = {{"why", cli::FlagSpec::Kind::kBool, "", "print why each kind's tolerance is what it is"}};
   s.examples = {"spatial ops", "spatial ops --why"};
   return {s, &RunOps};
