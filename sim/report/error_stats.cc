@@ -18,8 +18,8 @@ double InStoredRange(double r, Precision p) {
   switch (p) {
     case Precision::kFp32: most = 0x1.fffffep127; break;
     case Precision::kBf16: most = 0x1.fep127; break;
-    case Precision::kBfp8B:
-    case Precision::kBfp4B: most = 0x1.fcp127; break;  // the shared exponent's largest, 7 bits of magnitude
+    case Precision::kBfp8B: most = 0x1.fcp127; break;  // 127/64 under the largest shared exponent
+    case Precision::kBfp4B: most = 0x1.cp127; break;   // 7/4: three bits of magnitude
     case Precision::kFp16: least = 0x1p-14, most = 65504; break;
     default: return r;  // integers, and formats without a fixed range
   }
