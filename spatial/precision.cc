@@ -55,7 +55,9 @@ int64_t IntMin(Precision p) {
   auto bits = IntBits(p);
   if (!bits) return 0;
   if (*bits == 64) return std::numeric_limits<int64_t>::min();
-  return -(int64_t{1} << (*bits - 1));
+  // Symmetric: the datapath's integers are sign-magnitude (hardware-facts §1.2, sim/numerics/formats.h), so
+  // -2^(bits-1) is no value of the type — the machine stores it as -(2^(bits-1) - 1) and the exact VM would not.
+  return -IntMax(p);
 }
 
 int64_t TileBytes(Precision p, int64_t tile_elems) {

@@ -31,7 +31,8 @@ bool IsFloat(Precision p);
 
 // Bits of an integer precision (the seed's precision_int_bits); nullopt for floats.
 std::optional<int> IntBits(Precision p);
-// Largest and smallest value an integer precision holds.
+// Largest and smallest value an integer precision holds: ±(2^(bits-1) - 1), sign-magnitude as the datapath
+// holds them (int64, an index type no Tensix datapath has, keeps its two's-complement range).
 int64_t IntMax(Precision p);
 int64_t IntMin(Precision p);
 

@@ -103,9 +103,8 @@ absl::StatusOr<Composition> BlockedArgMax(const proto::OpSpec& spec, const Opera
     mask = -kInf;
   } else {
     ASSIGN_OR_RETURN(pd, IndexType(target, std::max(FillAbsBound(x.fill).value_or(0), n + block + 1)));
-    // The least value the integer datapath holds: Tensix integers are sign-magnitude (hardware-facts §1.2), so
-    // -(2^31 - 1), not -2^31, which the machine would store as -(2^31 - 1) and the exact VM would not.
-    mask = static_cast<double>(-IntMax(pd));
+    // The least value the integer datapath holds (IntMin: sign-magnitude, -(2^31 - 1) for int32).
+    mask = static_cast<double>(IntMin(pd));
   }
   ASSIGN_OR_RETURN(Precision acc, SectionAcc(pd, "an argmax", target));
   const std::vector<int64_t> fans = MergeFans(nb, blk);

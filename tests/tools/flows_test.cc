@@ -423,8 +423,10 @@ TEST_F(Flows, InputNumbersAreCheckedAsWritten) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"9223372036854775807",
        "--input pos: element 0 = 9223372036854775807 does not fit the tensor 'pos' of precision int32 "
-       "(-2147483648..2147483647)"},
+       "(-2147483647..2147483647)"},
       {"99999999999", "--input pos: element 0 = 99999999999 does not fit the tensor 'pos'"},
+      // -2^31 is no int32 of the sign-magnitude datapath: the machine would store -(2^31 - 1).
+      {"-2147483648", "--input pos: element 0 = -2147483648 does not fit the tensor 'pos'"},
       {"99999999999999999999", "--input pos: element 0 = 99999999999999999999 does not fit the tensor 'pos'"},
       {"1e400", "--input pos: element 0 = 1e400 is beyond the range of f64"},
       {"0x10", "--input pos: element 0 '0x10' is not a decimal number (hexadecimal is not read)"},
