@@ -190,10 +190,8 @@ absl::StatusOr<double> ListElement(const Tensor& t, absl::string_view text, size
         absl::StrCat("element ", i, " '", text, "' is not a decimal number (hexadecimal is not read)"));
   }
   const bool integer = IsInteger(t.precision);
-  // An integer tensor holds its precision's range, and the VM keeps integers exactly only up to 2^53.
-  constexpr int64_t kMaxExact = int64_t{1} << 53;
-  const int64_t lo = integer ? std::max(IntMin(t.precision), -kMaxExact) : 0;
-  const int64_t hi = integer ? std::min(IntMax(t.precision), kMaxExact) : 0;
+  const RunIntRange range = integer ? RunInputIntRange(t.precision) : RunIntRange{};  // tools/npy.h
+  const int64_t lo = range.lo, hi = range.hi;
   auto does_not_fit = [&] {
     return absl::InvalidArgumentError(absl::StrCat("element ", i, " = ", text, " does not fit the tensor '", t.name,
                                                    "' of precision ", std::string(PrecisionName(t.precision)), " (",

@@ -1,5 +1,6 @@
 #include "tools/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -298,6 +299,11 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
   return ParseNpy(bytes, path);
 }
 
+RunIntRange RunInputIntRange(Precision p) {
+  constexpr int64_t kMaxExact = int64_t{1} << 53;
+  return {std::max(IntMin(p), -kMaxExact), std::min(IntMax(p), kMaxExact)};
+}
+
 absl::StatusOr<TensorData> NpyToTensor(const NpyArray& a, const Tensor& t, const std::string& file) {
   bool fits = false;
   switch (a.shape.size()) {
@@ -315,8 +321,8 @@ absl::StatusOr<TensorData> NpyToTensor(const NpyArray& a, const Tensor& t, const
   d.cols = t.cols;
   d.precision = t.precision;
   if (IsInteger(t.precision)) {
-    double lo = std::max(static_cast<double>(IntMin(t.precision)), -kMaxExactInt);
-    double hi = std::min(static_cast<double>(IntMax(t.precision)), kMaxExactInt);
+    const RunIntRange r = RunInputIntRange(t.precision);
+    const double lo = static_cast<double>(r.lo), hi = static_cast<double>(r.hi);
     for (size_t i = 0; i < a.values.size(); ++i) {
       double v = a.values[i];
       if (!std::isfinite(v) || v != std::trunc(v)) {

@@ -47,6 +47,14 @@ std::string NpyShapeString(const std::vector<int64_t>& shape);
 // its precision's range. The result carries the tensor's precision.
 absl::StatusOr<TensorData> NpyToTensor(const NpyArray& a, const Tensor& t, const std::string& filename);
 
+// The integers a run input of integer precision `p` may hold: its type's range, within ±2^53 (the VM keeps integers
+// exactly only that far). A .npy file's elements and --input's literal numbers are both checked against it.
+struct RunIntRange {
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+RunIntRange RunInputIntRange(Precision p);
+
 // The .npy bytes of a tensor: <f8 for float precisions, <i8 for integer ones, shape (rows, cols).
 std::string EncodeNpy(const TensorData& t);
 absl::Status WriteNpy(const std::string& path, const TensorData& t);
