@@ -84,7 +84,8 @@ Subcommand CertifyCommand() {
       {"target", FlagSpec::Kind::kValue, "NAME|FILE",
        "for a program that records no target description: the target (else it must equal the recorded one)"},
       {"o", FlagSpec::Kind::kValue, "CERT",
-       "write the certificate (.json JSON, .binpb binary, else text proto; '-' stdout)"},
+       "write the certificate (.json JSON, .binpb binary, else text proto; '-' stdout)",
+       false, FlagSpec::Output::kFile},
       {"quiet", FlagSpec::Kind::kBool, "", "print nothing but diagnostics"},
   };
   s.description =

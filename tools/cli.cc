@@ -1,6 +1,11 @@
 #include "tools/cli.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -113,6 +118,60 @@ absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& spec, const std::vector<
                      ")"));
   }
   return out;
+}
+
+namespace {
+
+// Why `dir` cannot hold a new entry, or "" when it can.
+std::string DirectoryProblem(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return absl::StrCat("'", dir.string(), "' is not a directory");
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::StrCat("directory '", dir.string(), "' is not writable: ", std::strerror(errno));
+  }
+  return "";
+}
+
+// Why `path` cannot be written as the flag's kind of output, or "" when it can.
+std::string OutputProblem(FlagSpec::Output kind, const std::filesystem::path& path) {
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  if (kind == FlagSpec::Output::kDir) {
+    if (exists) return DirectoryProblem(path);
+    // The directories are made later: the nearest one that exists must let them be.
+    std::filesystem::path up = path.parent_path();
+    while (!up.empty() && !std::filesystem::exists(up, ec)) up = up.parent_path();
+    return DirectoryProblem(up.empty() ? std::filesystem::path(".") : up);
+  }
+  if (exists) {
+    if (std::filesystem::is_directory(path, ec)) return "it is a directory";
+    if (access(path.c_str(), W_OK) != 0) return absl::StrCat("not writable: ", std::strerror(errno));
+    return "";
+  }
+  const std::filesystem::path dir = path.parent_path();
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    return absl::StrCat("directory '", dir.string(), "' does not exist");
+  }
+  return DirectoryProblem(dir.empty() ? std::filesystem::path(".") : dir);
+}
+
+}  // namespace
+
+absl::Status CheckOutputPaths(const CommandSpec& spec, const ParsedArgs& args) {
+  for (const FlagSpec& f : spec.flags) {
+    if (f.output == FlagSpec::Output::kNone) continue;
+    for (const std::string& v : args.GetAll(f.name)) {
+      if (v == "-" && f.output == FlagSpec::Output::kFile) continue;
+      if (v.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(Spelled(f.name), " needs a path, got ''"));
+      }
+      if (std::string why = OutputProblem(f.output, v); !why.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot write ", Spelled(f.name), f.name.size() == 1 ? " " : "=", v, ": ", why));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string CommandHelp(const CommandSpec& spec) {

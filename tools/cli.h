@@ -28,6 +28,10 @@ struct FlagSpec {
   std::string value_name;  // "NAME|FILE" in the help line
   std::string help;        // one line
   bool required = false;   // ParseArgs fails without it (unless --help)
+  // A path the command writes ('-' is stdout for a file): CheckOutputPaths refuses one that cannot be written
+  // before the command runs, so a long run does not end in "cannot write".
+  enum class Output { kNone, kFile, kDir };
+  Output output = Output::kNone;
 };
 
 struct CommandSpec {
@@ -63,6 +67,11 @@ class ParsedArgs {
 // `help`. Errors (unknown flag, missing value, repeated single-valued flag, wrong positional count) are
 // InvalidArgument with a message that names the flag.
 absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& spec, const std::vector<std::string>& args);
+
+// Every output path given (FlagSpec.output) that cannot be written: a file whose directory is missing or not
+// writable, or that is a directory; a directory that is a file, or that cannot be made under its nearest existing
+// ancestor. InvalidArgument naming the flag and the path (bad usage, exit 2); OK when all can be written.
+absl::Status CheckOutputPaths(const CommandSpec& spec, const ParsedArgs& args);
 
 // The subcommand's --help text: usage line, description, one line per flag, examples.
 std::string CommandHelp(const CommandSpec& spec);

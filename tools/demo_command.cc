@@ -349,7 +349,8 @@ Subcommand DemoCommand() {
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "target to lower for (default wormhole_n150)"},
       {"seed", FlagSpec::Kind::kValue, "SEED", "seed of the random inputs (default 1)"},
       {"trace", FlagSpec::Kind::kValue, "FILE.json",
-       "write each op's Chrome-trace/Perfetto timeline: FILE.json -> FILE.silu.json, FILE.matmul.json"},
+       "write each op's Chrome-trace/Perfetto timeline: FILE.json -> FILE.silu.json, FILE.matmul.json",
+       false, FlagSpec::Output::kFile},
   };
   s.description =
       "Two ops of Qwen3-0.6B at their real shapes: SiLU over the MLP width (1 x 3072) and the MLP up projection\n"

@@ -131,7 +131,7 @@ Subcommand LowerCommand() {
        "instead of an op: a spatial.proto.OpGraph, ops lowered in order into one program (each reads the results of "
        "the ops before it by name)"},
       {"o", FlagSpec::Kind::kValue, "FILE",
-       "write the program here (default '-': stdout, text; .binpb binary; .json JSON)"},
+       "write the program here (default '-': stdout, text; .binpb binary; .json JSON)", false, FlagSpec::Output::kFile},
       {"attention-form", FlagSpec::Kind::kValue, "sections|flash|auto",
        "an attention's form: the three flat sections, the flash fold (refused where the heads are not whole "
        "tiles), or the lowering's choice (default; the spec's `form` field when given)"},

@@ -81,6 +81,9 @@ int Main(int argc, char** argv) {
       std::cout << cli::CommandHelp(c.spec);
       return cli::kExitOk;
     }
+    if (absl::Status st = cli::CheckOutputPaths(c.spec, *parsed); !st.ok()) {
+      return cli::UsageError(std::cerr, c.spec.name, std::string(st.message()));
+    }
     return c.run(*parsed);
   }
   std::string names;

@@ -315,9 +315,12 @@ Subcommand ModelCommand() {
       {"all-layers", FlagSpec::Kind::kBool, "",
        "also the whole model: each kind of layer once, times its count, plus the final norm and LM head (the token "
        "at a decode, the time to the first token at a prefill), and its weights and caches against the card's DRAM"},
-      {"report", FlagSpec::Kind::kValue, "FILE", "write the layer's SimReport: .json, .binpb or text proto"},
-      {"trace", FlagSpec::Kind::kValue, "FILE.json", "a Chrome-trace timeline of the whole layer"},
-      {"svg", FlagSpec::Kind::kValue, "FILE.svg", "per-site engine occupancy and per-section cycles"},
+      {"report", FlagSpec::Kind::kValue, "FILE", "write the layer's SimReport: .json, .binpb or text proto",
+       false, FlagSpec::Output::kFile},
+      {"trace", FlagSpec::Kind::kValue, "FILE.json", "a Chrome-trace timeline of the whole layer",
+       false, FlagSpec::Output::kFile},
+      {"svg", FlagSpec::Kind::kValue, "FILE.svg", "per-site engine occupancy and per-section cycles",
+       false, FlagSpec::Output::kFile},
   };
   s.description = absl::StrCat(
       "Reads the model's config.json (architecture facts only, no weights), builds the op specs of one decoder\n"

@@ -94,7 +94,8 @@ Subcommand OptCommand() {
        "print the program after every pass (to stderr when the result goes to stdout)"},
       {"target", FlagSpec::Kind::kValue, "NAME|FILE",
        "for a program that records no target description: the target (else it must equal the recorded one)"},
-      {"o", FlagSpec::Kind::kValue, "FILE", "write the result (.json JSON, .binpb binary, else text proto; default '-')"},
+      {"o", FlagSpec::Kind::kValue, "FILE", "write the result (.json JSON, .binpb binary, else text proto; default '-')",
+       false, FlagSpec::Output::kFile},
       {"no-output", FlagSpec::Kind::kBool, "", "run the passes, write nothing (a check)"},
   };
   s.description =

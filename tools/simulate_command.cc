@@ -133,7 +133,8 @@ Subcommand SimulateCommand() {
   for (FlagSpec& f : InputFlags()) s.flags.push_back(std::move(f));
   std::vector<FlagSpec> more = {
       {"output-dir", FlagSpec::Kind::kValue, "DIR",
-       "write each Output/State tensor to DIR/NAME.npy and each input to DIR/inputs/NAME.npy"},
+       "write each Output/State tensor to DIR/NAME.npy and each input to DIR/inputs/NAME.npy",
+       false, FlagSpec::Output::kDir},
       {"compare-vm", FlagSpec::Kind::kBool, "",
        "also run the exact f64 VM; report each output's max abs / max rel / relative L2 error and fail outside "
        "its tolerance"},
@@ -141,12 +142,16 @@ Subcommand SimulateCommand() {
       {"exact", FlagSpec::Kind::kBool, "", "compute values in exact f64 instead of the target's numerics"},
       {"no-certify", FlagSpec::Kind::kBool, "", "simulate even if the program does not certify (with a warning)"},
       {"trace", FlagSpec::Kind::kValue, "FILE.json",
-       "write a Chrome-trace/Perfetto timeline (one track per engine per site; '-' stdout)"},
+       "write a Chrome-trace/Perfetto timeline (one track per engine per site; '-' stdout)",
+       false, FlagSpec::Output::kFile},
       {"svg", FlagSpec::Kind::kValue, "FILE.svg",
-       "draw per-site engine occupancy over time and per-section cycles, for a browser ('-' stdout)"},
-      {"vcd", FlagSpec::Kind::kValue, "FILE.vcd", "write engine busy signals as VCD ('-' stdout)"},
+       "draw per-site engine occupancy over time and per-section cycles, for a browser ('-' stdout)",
+       false, FlagSpec::Output::kFile},
+      {"vcd", FlagSpec::Kind::kValue, "FILE.vcd", "write engine busy signals as VCD ('-' stdout)",
+       false, FlagSpec::Output::kFile},
       {"report", FlagSpec::Kind::kValue, "FILE",
-       "write the report: .json (protobuf's JSON mapping), .binpb binary, else text proto; '-' stdout"},
+       "write the report: .json (protobuf's JSON mapping), .binpb binary, else text proto; '-' stdout",
+       false, FlagSpec::Output::kFile},
       {"quiet", FlagSpec::Kind::kBool, "", "print nothing but errors (and no progress line)"},
   };
   for (FlagSpec& f : more) s.flags.push_back(std::move(f));

@@ -67,7 +67,8 @@ Subcommand VmCommand() {
                                    "for a program that records no target: the one whose rounding its inputs get"});
   s.flags.push_back(
       {"output-dir", FlagSpec::Kind::kValue, "DIR",
-       "write each Output/State tensor to DIR/NAME.npy and each input to DIR/inputs/NAME.npy"});
+       "write each Output/State tensor to DIR/NAME.npy and each input to DIR/inputs/NAME.npy",
+       false, FlagSpec::Output::kDir});
   s.flags.push_back({"quiet", FlagSpec::Kind::kBool, "", "do not print the result table"});
   s.description =
       "Runs PROG ('-': stdin) on its own tile with exact f64 arithmetic. Every run input (Inputs, and States and\n"

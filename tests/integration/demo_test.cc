@@ -148,12 +148,16 @@ TEST_F(DemoTest, PassesWithinTheTableTolerancesAndWritesOneTrackPerEnginePerSite
   EXPECT_EQ(traces, 2) << run.output;
 }
 
-TEST_F(DemoTest, AnUnwritableTraceIsAFailure) {
+// A trace whose directory is missing is bad usage, refused before any op runs (it used to fail after both).
+TEST_F(DemoTest, AnUnwritableTraceIsAUsageError) {
   const fs::path trace = dir_ / "no_such_dir" / "demo.json";
   const ShellRun run = Shell(absl::StrCat(Quote(SPATIAL_BIN), " demo --trace=", Quote(trace.string())), dir_);
-  EXPECT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_NE(run.output.find("FAIL"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("Some checks FAILED"), std::string::npos) << run.output;
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find(absl::StrCat("spatial demo: error: cannot write --trace=", trace.string(),
+                                         ": directory '", (dir_ / "no_such_dir").string(), "' does not exist")),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("silu"), std::string::npos) << "an op ran: " << run.output;
 }
 
 TEST_F(DemoTest, BadUsageExitsTwo) {

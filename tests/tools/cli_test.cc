@@ -152,7 +152,31 @@ TEST_F(SpatialCli, UnusableOutputDirIsAUsageError) {
   const std::string plain = Write("plain.txt", "not a directory\n");
   CliRun r = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --quiet --output-dir=", plain, "/out"));
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_THAT(r.err, HasSubstr(plain + "/out: error: cannot create directory: "));
+  EXPECT_THAT(r.err, HasSubstr("spatial vm: error: cannot write --output-dir=" + plain + "/out: '" + plain +
+                               "' is not a directory"));
+}
+
+// A file output that cannot be written is bad usage too, found before the run: a report, trace, picture or program
+// whose directory is missing, or that names a directory, exited 1 after the whole simulation.
+TEST_F(SpatialCli, UnwritableOutputFilesAreUsageErrorsBeforeTheRun) {
+  std::string prog = LoweredSilu();
+  const std::string missing = Path("no_such_dir") + "/x";
+  for (const char* flag : {"report", "trace", "svg", "vcd"}) {
+    CliRun r = Spatial(absl::StrCat("simulate ", prog, " --random-inputs=1 --", flag, "=", missing, ".out"));
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("spatial simulate: error: cannot write --", flag, "=", missing,
+                                              ".out: directory '", Path("no_such_dir"), "' does not exist")));
+    EXPECT_EQ(r.out, "") << flag << ": the run started";
+  }
+  CliRun dir = Spatial(absl::StrCat("lower --target=test_tiny --op=", SiluSpec(64), " -o ", Path("")));
+  EXPECT_EQ(dir.code, 2) << dir.err;
+  EXPECT_THAT(dir.err, HasSubstr("spatial lower: error: cannot write -o " + Path("") + ": it is a directory"));
+  CliRun cert = Spatial(absl::StrCat("certify ", prog, " -o ", missing, ".json"));
+  EXPECT_EQ(cert.code, 2) << cert.err;
+  EXPECT_THAT(cert.err, HasSubstr("cannot write -o " + missing + ".json: directory '"));
+  // '-' is stdout, always writable.
+  CliRun out = Spatial(absl::StrCat("certify ", prog, " -o - --quiet"));
+  EXPECT_EQ(out.code, 0) << out.err;
 }
 
 // --passes names every pass: an empty list, or an empty name between commas, ran fewer passes than written and
