@@ -10,7 +10,7 @@ TensorId Template::AddTensor(std::string name, TensorRole role, int64_t rows, in
                              TensorInit init) {
   int existing = section_.FindTensor(name);
   if (existing >= 0) return existing;
-  section_.tensors.push_back(Tensor{std::move(name), role, rows, cols, p, std::move(init)});
+  section_.tensors.push_back(Tensor{std::move(name), role, rows, cols, p, std::move(init), std::nullopt});
   return static_cast<TensorId>(section_.tensors.size() - 1);
 }
 

@@ -255,7 +255,8 @@ std::string PrintSection(const Section& s) {
   for (size_t i = 0; i < s.tensors.size(); ++i) {
     const Tensor& t = s.tensors[i];
     absl::StrAppend(&out, "    %", i, " ", t.name, ": ", S(TensorRoleName(t.role)), " ", t.rows, "x", t.cols, " ",
-                    S(PrecisionName(t.precision)), " init ", InitToString(t.init), "\n");
+                    S(PrecisionName(t.precision)), " init ", InitToString(t.init),
+                    t.domain ? absl::StrCat(" domain [", t.domain->lo, ", ", t.domain->hi, "]") : "", "\n");
   }
   absl::StrAppend(&out, "  buffers\n");
   for (size_t i = 0; i < s.buffers.size(); ++i) {

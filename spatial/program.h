@@ -48,6 +48,12 @@ struct TensorInit {
 
 // Tiled layout: element (r, c) is in tile (r / TR) * ceil(cols / TC) + c / TC at in-tile offset
 // (r % TR) * TC + c % TC. Tiles past the edge are padded with zeros. Activations are flat 1 x n.
+struct ValueDomain {
+  double lo = 0;
+  double hi = 0;
+  friend bool operator==(const ValueDomain&, const ValueDomain&) = default;
+};
+
 struct Tensor {
   std::string name;
   TensorRole role = TensorRole::kInput;
@@ -55,6 +61,9 @@ struct Tensor {
   int64_t cols = 1;
   Precision precision = Precision::kBf16;
   TensorInit init;
+  // The values a float run input is meant to take, lo < hi, both finite (proto ValueDomain): the op's claims assume
+  // them. Set by the lowering where an op's meaning needs it (a gated delta's gates in [0, 1]).
+  std::optional<ValueDomain> domain;
   friend bool operator==(const Tensor&, const Tensor&) = default;
 };
 

@@ -437,6 +437,10 @@ proto::Section SectionToProto(const Section& s) {
     pt->set_cols(t.cols);
     pt->set_precision(static_cast<proto::Precision>(t.precision));
     InitToProto(t.init, pt->mutable_init());
+    if (t.domain) {
+      pt->mutable_domain()->set_lo(t.domain->lo);
+      pt->mutable_domain()->set_hi(t.domain->hi);
+    }
   }
   p.mutable_buffers()->Reserve(static_cast<int>(s.buffers.size()));
   for (const Buffer& b : s.buffers) {
@@ -516,6 +520,17 @@ absl::StatusOr<Section> SectionFromProto(const proto::Section& p) {
     t.cols = pt.cols();
     ASSIGN_OR_RETURN(t.precision, EnumFrom<Precision>(pt.precision(), proto::Precision_IsValid, tw, "precision"));
     ASSIGN_OR_RETURN(t.init, InitFromProto(pt.init(), tw));
+    if (pt.has_domain()) {
+      const double lo = pt.domain().lo(), hi = pt.domain().hi();
+      if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
+        return Malformed(tw, "domain", absl::StrCat("[", lo, ", ", hi, "] is not a range: lo < hi, both finite"));
+      }
+      if (IsInteger(t.precision)) {
+        return Malformed(tw, "domain",
+                         "set on an integer tensor; an integer input's range is what the program's guards admit");
+      }
+      t.domain = ValueDomain{lo, hi};
+    }
     s.tensors.push_back(std::move(t));
   }
   s.buffers.reserve(p.buffers_size());

@@ -411,6 +411,20 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
                                     "'s store rounding): ", absl::StrJoin(rounded, ", ")));
     }
   }
+  // Values outside an input's domain run as given (the program's meaning covers them), but the op's claims do not.
+  for (const Tensor& t : wanted) {
+    auto it = inputs.find(t.name);
+    if (!t.domain || it == inputs.end()) continue;
+    const int64_t outside = std::count_if(it->second.values.begin(), it->second.values.end(), [&](double v) {
+      return !(v >= t.domain->lo && v <= t.domain->hi);
+    });
+    if (outside == 0) continue;
+    const std::string what =
+        absl::StrCat("run input '", t.name, "' has ", outside, " of ", it->second.values.size(),
+                     " values outside its domain [", t.domain->lo, ", ", t.domain->hi, "]; the op's claims assume it");
+    std::cerr << where << ": warning: " << what << "\n";
+    if (notes != nullptr) notes->push_back(what);
+  }
   *exit_code = cli::kExitOk;
   return inputs;
 }

@@ -1,6 +1,7 @@
 #include "tools/random_inputs.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace spatial {
 namespace {
@@ -42,8 +43,11 @@ TensorData RandomTensor(const Tensor& t, uint64_t seed, std::optional<std::pair<
       v = static_cast<double>(static_cast<int64_t>(static_cast<uint64_t>(lo) + r));
     }
   } else {
-    // 53 random bits -> [0, 1) exactly, then [-2, 2).
-    for (double& v : d.values) v = -2.0 + 4.0 * (static_cast<double>(SplitMix(state) >> 11) * 0x1.0p-53);
+    // 53 random bits -> [0, 1) exactly, then [lo, hi): the tensor's domain, else [-2, 2).
+    const double lo = t.domain ? t.domain->lo : -2.0, hi = t.domain ? t.domain->hi : 2.0;
+    for (double& v : d.values) {
+      v = std::min(lo + (hi - lo) * (static_cast<double>(SplitMix(state) >> 11) * 0x1.0p-53), std::nextafter(hi, lo));
+    }
   }
   return d;
 }

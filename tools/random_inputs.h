@@ -16,9 +16,9 @@
 
 namespace spatial {
 
-// Float precisions: uniform in [-2, 2). Integer precisions: uniform integers in `admitted` (the inclusive range the
-// program's guards admit, certify/admitted_inputs.h) when given, else in [-100, 100]; either clipped to the
-// precision's range.
+// Float precisions: uniform in the tensor's domain [lo, hi) when it has one (Tensor.domain), else in [-2, 2).
+// Integer precisions: uniform integers in `admitted` (the inclusive range the program's guards admit,
+// certify/admitted_inputs.h) when given, else in [-100, 100]; either clipped to the precision's range.
 TensorData RandomTensor(const Tensor& t, uint64_t seed,
                         std::optional<std::pair<int64_t, int64_t>> admitted = std::nullopt);
 

@@ -2,6 +2,7 @@
 #include "lowerings/carried/gated_delta.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -100,9 +101,23 @@ absl::StatusOr<Composition> FlatGatedDelta(const proto::GatedDeltaSpec& spec, co
   return ComposeSections(std::move(name), std::move(parts), target);
 }
 
-}  // namespace
+// The delta rule S <- alpha (I - beta k k^T) S + beta k v^T is a contraction when the write strength beta and the
+// decay alpha are in [0, 1] (Qwen3-Next makes them a sigmoid and an exp of a negative) and |k| <= 1 (its keys and
+// queries are l2-normalized per head); the op's error claims assume it, and outside it the memory grows every step.
+// Per element that is [0, 1] for the gates and [-1/sqrt(d), 1/sqrt(d)] for q and k (|k| <= 1 whatever the draw).
+// Every section's declaration of the operand carries the domain.
+Composition WithDomains(Composition c, const GdNames& names, int64_t d) {
+  const double unit = 1.0 / std::sqrt(static_cast<double>(d));
+  for (Section& s : c.sections) {
+    for (Tensor& t : s.tensors) {
+      if (t.name == names.ops[4].name || t.name == names.ops[5].name) t.domain = ValueDomain{0.0, 1.0};
+      if (t.name == names.ops[0].name || t.name == names.ops[1].name) t.domain = ValueDomain{-unit, unit};
+    }
+  }
+  return c;
+}
 
-absl::StatusOr<Composition> FromGatedDelta(const proto::OpSpec& spec, const Target& target) {
+absl::StatusOr<Composition> LowerGatedDelta(const proto::OpSpec& spec, const Target& target) {
   ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "gated_delta", 8));
   const proto::GatedDeltaSpec& g = spec.gated_delta();
   RETURN_IF_ERROR(CheckSpec(g));
@@ -119,6 +134,14 @@ absl::StatusOr<Composition> FromGatedDelta(const proto::OpSpec& spec, const Targ
     return WidenedGatedDelta(g, names, target);
   }
   return FlatGatedDelta(g, names, target);
+}
+
+}  // namespace
+
+absl::StatusOr<Composition> FromGatedDelta(const proto::OpSpec& spec, const Target& target) {
+  ASSIGN_OR_RETURN(Composition c, LowerGatedDelta(spec, target));
+  ASSIGN_OR_RETURN(std::vector<OperandRef> ops, OperandsOf(spec, "gated_delta", 8));
+  return WithDomains(std::move(c), GdNames{spec.out(), std::move(ops)}, spec.gated_delta().d());
 }
 
 }  // namespace spatial

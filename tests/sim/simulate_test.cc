@@ -166,7 +166,7 @@ TEST(Simulate, AVmFaultBecomesAClearError) {
 TEST(Simulate, TripSetsTheFoldBlocksTimed) {
   Composition c = MatmulFold(1, 2, 2, 2, 8);
   Section& s = c.sections[0];
-  s.tensors.push_back(Tensor{"pos", TensorRole::kInput, 1, 1, Precision::kInt32, TensorInit::External()});
+  s.tensors.push_back(Tensor{"pos", TensorRole::kInput, 1, 1, Precision::kInt32, TensorInit::External(), std::nullopt});
   // ceil(pos / 64) blocks of 2 K tiles, pos admitted in [1, 512].
   s.trip = Trip{static_cast<TensorId>(s.tensors.size() - 1), 0, 1, 512, 0, 64};
   SimOptions o;

@@ -133,8 +133,8 @@ TEST(ProgramSummary, AbsurdSizesSaturateInsteadOfOverflowing) {
 }
 
 TEST(RandomInputs, DeterministicPerSeedAndName) {
-  Tensor x{"x", TensorRole::kInput, 4, 64, Precision::kBf16, {}};
-  Tensor other{"w", TensorRole::kInput, 2, 2, Precision::kFp32, {}};
+  Tensor x{"x", TensorRole::kInput, 4, 64, Precision::kBf16, {}, std::nullopt};
+  Tensor other{"w", TensorRole::kInput, 2, 2, Precision::kFp32, {}, std::nullopt};
   TensorData a = RandomTensor(x, 7), b = RandomTensor(x, 7), c = RandomTensor(x, 8);
   EXPECT_EQ(a.values, b.values);
   EXPECT_NE(a.values, c.values);
@@ -154,8 +154,22 @@ TEST(RandomInputs, DeterministicPerSeedAndName) {
   EXPECT_GT(hi, 1.5);
 }
 
+// A float input with a domain (a gate in [0, 1]) draws inside it, over most of it.
+TEST(RandomInputs, FloatsDrawFromTheTensorsDomain) {
+  Tensor gate{"alpha", TensorRole::kInput, 1, 512, Precision::kBf16, {}, ValueDomain{0.0, 1.0}};
+  double lo = 1, hi = 0;
+  for (double v : RandomTensor(gate, 3).values) {
+    EXPECT_GE(v, 0.0);
+    EXPECT_LT(v, 1.0);
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  EXPECT_LT(lo, 0.05);
+  EXPECT_GT(hi, 0.95);
+}
+
 TEST(RandomInputs, IntegersStayInTheClippedRange) {
-  Tensor i8{"idx", TensorRole::kInput, 1, 2000, Precision::kInt8, {}};
+  Tensor i8{"idx", TensorRole::kInput, 1, 2000, Precision::kInt8, {}, std::nullopt};
   std::set<double> seen;
   for (double v : RandomTensor(i8, 3).values) {
     EXPECT_EQ(v, std::trunc(v));
