@@ -39,7 +39,8 @@ Subcommand InspectCommand() {
   s.description =
       "Reads PROG ('-': stdin), validates it, prints it, then the summary. The footprint of a section is what one\n"
       "site holds: the sum over its buffers of depth * page_tiles * tile bytes at the buffer's precision.";
-  s.examples = {"spatial inspect silu.textproto", "spatial lower --target=test_tiny --op=silu_spec.textproto | spatial inspect -"};
+  s.examples = {"spatial inspect silu.textproto",
+                "spatial lower --target=test_tiny --op=examples/ops/silu.textproto | spatial inspect -"};
   return {s, &RunInspect};
 }
 

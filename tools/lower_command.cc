@@ -62,7 +62,8 @@ int RunLower(const cli::ParsedArgs& args) {
       op.mutable_attention()->set_form(*f);
       ++attentions;
     }
-    if (attentions == 0) {
+    // auto is what an op without the flag gets: asking for it is never wrong.
+    if (attentions == 0 && *f != proto::AttentionSpec::FORM_AUTO) {
       return cli::UsageError(std::cerr, cmd,
                              graph ? absl::StrCat("--attention-form applies to an attention op; ", where, " has none")
                                    : absl::StrCat("--attention-form applies to an attention op; ", where, " is '",
@@ -144,8 +145,10 @@ Subcommand LowerCommand() {
       "the results of the ops before it by name (between a matrix and a flat row the values are moved), the\n"
       "program's inputs the names read before any op produces them.";
   s.examples = {"spatial lower --target=wormhole_n150 --op=examples/ops/silu.textproto -o silu.textproto",
-                "spatial lower --target=wormhole_n150 --op=examples/ops/attention.textproto --attention-form=flash",
-                "spatial lower --target=wormhole_n150 --graph=examples/graphs/composed_attention.textproto -o attn.textproto"};
+                "spatial lower --target=wormhole_n150 --op=examples/ops/attention.textproto --attention-form=flash "
+                "-o attn.textproto",
+                "spatial lower --target=wormhole_n150 --graph=examples/graphs/composed_attention.textproto "
+                "-o parts.textproto"};
   return {s, &RunLower};
 }
 

@@ -102,8 +102,7 @@ Subcommand OptCommand() {
       "Reads PROG ('-': stdin), runs each pass of --passes in order on its target, verifying the program after\n"
       "every pass, and writes the result. A pass that refuses the program exits 1 naming the pass and the reason.";
   s.examples = {"spatial opt --passes=verify,fit-site --print-after-all silu.textproto -o silu.opt.textproto",
-                "spatial lower --target=test_tiny --attention-form=sections --op=attn.textproto -o attn3.textproto\n"
-                "  spatial opt --passes=online-softmax attn3.textproto -o attn_fold.textproto",
+                "spatial opt --passes=online-softmax parts.textproto -o folded.textproto",
                 "spatial opt --list"};
   return {s, &RunOpt};
 }

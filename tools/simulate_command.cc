@@ -31,6 +31,16 @@ int RunSimulate(const cli::ParsedArgs& args) {
   int to_stdout = 0;
   for (const char* f : kFileOutputs) to_stdout += args.Has(f) && args.Get(f) == "-";
   if (to_stdout > 1) return cli::UsageError(std::cerr, cmd, "only one output may be '-' (stdout)");
+  // --timing-only computes no values: a flag about values would be silently dropped (--compare-vm exited 0 having
+  // compared nothing).
+  if (args.GetBool("timing-only")) {
+    for (const char* f : {"compare-vm", "exact", "output-dir"}) {
+      if (args.Has(f) && (std::string(f) == "output-dir" || args.GetBool(f))) {
+        return cli::UsageError(std::cerr, cmd,
+                               absl::StrCat("--", f, " is about values, and --timing-only computes none: give one"));
+      }
+    }
+  }
   std::ostream& summary_out = to_stdout > 0 ? std::cerr : std::cout;
 
   std::optional<LoadedProgram> p = LoadProgram(path, &exit_code);
@@ -138,7 +148,8 @@ Subcommand SimulateCommand() {
       {"compare-vm", FlagSpec::Kind::kBool, "",
        "also run the exact f64 VM; report each output's max abs / max rel / relative L2 error and fail outside "
        "its tolerance"},
-      {"timing-only", FlagSpec::Kind::kBool, "", "time the program without computing values"},
+      {"timing-only", FlagSpec::Kind::kBool, "",
+       "time the program without computing values (so not with --compare-vm, --exact or --output-dir)"},
       {"exact", FlagSpec::Kind::kBool, "", "compute values in exact f64 instead of the target's numerics"},
       {"no-certify", FlagSpec::Kind::kBool, "", "simulate even if the program does not certify (with a warning)"},
       {"trace", FlagSpec::Kind::kValue, "FILE.json",
@@ -164,8 +175,8 @@ Subcommand SimulateCommand() {
       "A progress line shows on a terminal for runs longer than two seconds.\n"
       "Exit 1 on a fault, a failed certification or an output outside its tolerance.";
   s.examples = {"spatial simulate silu.textproto --random-inputs=1 --compare-vm --trace=silu.json --svg=silu.svg",
-                "spatial simulate attn.textproto --inputs-dir=out/inputs --input pos=4096 --compare-vm",
-                "spatial simulate matmul.textproto --timing-only --report=report.json"};
+                "spatial simulate attn.textproto --random-inputs=1 --input pos=4096 --compare-vm",
+                "spatial simulate attn.textproto --timing-only --input pos=4096 --report=report.json"};
   return {s, &RunSimulate};
 }
 

@@ -77,7 +77,7 @@ Subcommand VmCommand() {
       "Results are float64 .npy for float precisions, int64 for integer ones.\n"
       "A VM fault prints 'PROG: error: <fault>' and exits 1.";
   s.examples = {"spatial vm silu.textproto --random-inputs=7 --output-dir=out",
-                "spatial vm silu.textproto --input x=out/inputs/x.npy"};
+                "spatial vm silu.textproto --input gate=out/inputs/gate.npy"};
   return {s, &RunVm};
 }
 

@@ -1,5 +1,6 @@
 #include "lowerings/attention/attention.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/geometry.h"
 #include "lowerings/attention/grouped_decode.h"
@@ -64,7 +65,17 @@ absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Targe
   if (g.contiguous_chunks) {
     return NotLowered("tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) in the three sections of an attention");
   }
-  return AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);
+  absl::StatusOr<Composition> sections =
+      AttentionSections(names, shape.heads, shape.widths, shape.cache, shape.sinks, shape.tag, target);
+  // The sections' scores are one page per query row, every head's every position: past the accumulator only at
+  // toy sizes does that fit, and a forced form should say what would map.
+  if (!sections.ok() && dense && absl::StrContains(sections.status().message(), "AccTilesExceeded")) {
+    return absl::Status(sections.status().code(),
+                        absl::StrCat(sections.status().message(),
+                                     "; the three sections hold a query row's scores for every head and position in "
+                                     "one page: the flash form (--attention-form=flash, or auto) streams them"));
+  }
+  return sections;
 }
 
 }  // namespace spatial

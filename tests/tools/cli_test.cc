@@ -156,6 +156,20 @@ TEST_F(SpatialCli, UnusableOutputDirIsAUsageError) {
                                "' is not a directory"));
 }
 
+// --timing-only computes no values, so a flag about values with it is bad usage: --compare-vm used to exit 0 having
+// compared nothing, --output-dir to write nothing.
+TEST_F(SpatialCli, TimingOnlyRefusesFlagsAboutValues) {
+  std::string prog = LoweredSilu();
+  for (const char* flag : {"--compare-vm", "--exact", "--output-dir=od"}) {
+    CliRun r = Spatial(absl::StrCat("simulate ", prog, " --random-inputs=1 --timing-only ", flag));
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.err;
+    const std::string name = std::string(flag).substr(0, std::string(flag).find('='));
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("spatial simulate: error: ", name,
+                                              " is about values, and --timing-only computes none")));
+  }
+  EXPECT_EQ(Spatial(absl::StrCat("simulate ", prog, " --timing-only --compare-vm=false")).code, 0);
+}
+
 // A file output that cannot be written is bad usage too, found before the run: a report, trace, picture or program
 // whose directory is missing, or that names a directory, exited 1 after the whole simulation.
 TEST_F(SpatialCli, UnwritableOutputFilesAreUsageErrorsBeforeTheRun) {
@@ -235,6 +249,14 @@ TEST_F(SpatialCli, AttentionFormForcesTheForm) {
   CliRun other = Spatial(absl::StrCat("lower --target=test_tiny --attention-form=flash --op=", silu));
   EXPECT_EQ(other.code, 2);
   EXPECT_THAT(other.err, HasSubstr("--attention-form applies to an attention op;"));
+  // auto is the default, so it is accepted for any op (it was a usage error).
+  EXPECT_EQ(Spatial(absl::StrCat("lower --target=test_tiny --attention-form=auto --op=", silu)).code, 0);
+  // The sections of a real decode's scores do not fit the accumulator: the refusal says which form maps.
+  CliRun big = Spatial(absl::StrCat("lower --target=wormhole_n150 --attention-form=sections --op=", SPATIAL_SOURCE_DIR,
+                                    "/examples/ops/attention.textproto"));
+  EXPECT_EQ(big.code, 1);
+  EXPECT_THAT(big.err, HasSubstr("AccTilesExceeded"));
+  EXPECT_THAT(big.err, HasSubstr("the flash form (--attention-form=flash, or auto) streams them"));
   CliRun ragged = Spatial(absl::StrCat("lower --target=test_tiny --attention-form=flash --op=", spec(6)));
   EXPECT_EQ(ragged.code, 1);
   EXPECT_THAT(ragged.err, HasSubstr("refused: NotLowered: the flash form of an attention whose heads are not whole"));
