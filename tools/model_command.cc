@@ -26,6 +26,10 @@ namespace {
 
 using cli::FlagSpec;
 
+// Outputs that may be "-" (stdout), as simulate's: at most one of them may be, and then the table goes to stderr so
+// the artifact on stdout stays parseable.
+constexpr const char* kFileOutputs[] = {"report", "trace", "svg"};
+
 bool IntFlag(const cli::ParsedArgs& args, const std::string& flag, int64_t def, int64_t* out, const std::string& cmd) {
   if (!args.Has(flag)) {
     *out = def;
@@ -38,7 +42,7 @@ bool IntFlag(const cli::ParsedArgs& args, const std::string& flag, int64_t def, 
 
 // The ops' rows; with values, each op's result against the exact VM (relative L2) and whether it is within the
 // tolerance the simulator's report gives it.
-void PrintOps(const PlanRun& run, double clock, bool values) {
+void PrintOps(std::ostream& out, const PlanRun& run, double clock, bool values) {
   const proto::SimReport& rep = run.report;
   std::map<std::string, const proto::OutputError*> errors;
   for (const proto::OutputError& e : rep.errors()) errors[e.tensor()] = &e;
@@ -48,9 +52,9 @@ void PrintOps(const PlanRun& run, double clock, bool values) {
     if (it == errors.end()) return absl::StrFormat(" %14s", "-");
     return absl::StrFormat(" %9.2e %-4s", it->second->rel_l2(), it->second->within() ? "ok" : "OVER");
   };
-  std::cout << absl::StrFormat("%-18s %-10s %4s %12s %9s %7s %-8s %9s %10s%s\n", "op", "kind", "secs", "cycles",
-                               "time(us)", "share", "bound", "roofline", "DRAM(MB)",
-                               values ? absl::StrFormat(" %14s", "vs VM (L2)") : "");
+  out << absl::StrFormat("%-18s %-10s %4s %12s %9s %7s %-8s %9s %10s%s\n", "op", "kind", "secs", "cycles", "time(us)",
+                         "share", "bound", "roofline", "DRAM(MB)",
+                         values ? absl::StrFormat(" %14s", "vs VM (L2)") : "");
   for (const LoweredPart& part : run.lowered.parts) {
     const int first = part.first, end = part.end;
     int64_t cycles = 0, bytes = 0, longest = -1;
@@ -66,17 +70,16 @@ void PrintOps(const PlanRun& run, double clock, bool values) {
         limited = st.roofline().limited_by();
       }
     }
-    std::cout << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f%s\n", part.label,
-                                 part.kind, end - first, cycles, cycles / clock * 1e6,
-                                 rep.total_cycles() > 0 ? 100.0 * cycles / rep.total_cycles() : 0.0, limited,
-                                 cycles > 0 ? 100.0 * bound / cycles : 0.0, bytes / 1e6, error_of(part.out));
+    out << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f%s\n", part.label, part.kind,
+                           end - first, cycles, cycles / clock * 1e6,
+                           rep.total_cycles() > 0 ? 100.0 * cycles / rep.total_cycles() : 0.0, limited,
+                           cycles > 0 ? 100.0 * bound / cycles : 0.0, bytes / 1e6, error_of(part.out));
   }
-  std::cout << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", "total", "",
-                               rep.sections_size(), rep.total_cycles(), rep.total_cycles() / clock * 1e6, 100.0,
-                               rep.roofline().limited_by(), 100.0 * rep.roofline().fraction(),
-                               (rep.dram_read_bytes() + rep.dram_write_bytes()) / 1e6);
+  out << absl::StrFormat("%-18s %-10s %4d %12d %9.2f %6.1f%% %-8s %8.1f%% %10.3f\n", "total", "", rep.sections_size(),
+                         rep.total_cycles(), rep.total_cycles() / clock * 1e6, 100.0, rep.roofline().limited_by(),
+                         100.0 * rep.roofline().fraction(), (rep.dram_read_bytes() + rep.dram_write_bytes()) / 1e6);
   // What the run assumed that a reader must know (the simulator's report notes).
-  for (const std::string& note : rep.notes()) std::cout << "note: " << note << "\n";
+  for (const std::string& note : rep.notes()) out << "note: " << note << "\n";
 }
 
 // The columns of tensor `name` in the run's program (1 when it has none by that name).
@@ -95,6 +98,10 @@ int Fail(const absl::Status& st) {
 
 int RunModel(const cli::ParsedArgs& args) {
   const std::string cmd = "model";
+  int to_stdout = 0;
+  for (const char* f : kFileOutputs) to_stdout += args.Has(f) && args.Get(f) == "-";
+  if (to_stdout > 1) return cli::UsageError(std::cerr, cmd, "only one output may be '-' (stdout)");
+  std::ostream& out = to_stdout > 0 ? std::cerr : std::cout;
   int64_t layer = 0, position = 0, cache = 0;
   if (!IntFlag(args, "layer", 0, &layer, cmd) || !IntFlag(args, "decode", 0, &position, cmd) ||
       !IntFlag(args, "cache", 0, &cache, cmd)) {
@@ -192,33 +199,35 @@ int RunModel(const cli::ParsedArgs& args) {
   const std::string phase_text = prefill ? absl::StrCat("prefill of ", tokens, " tokens into a ", cache, "-row cache")
                                          : absl::StrCat("decode at position ", position, " over a ", cache,
                                                         "-row cache");
-  std::cout << absl::StrFormat("%s layer %d (%s), %s, on %s (%s, weights %s)\n", config->architecture, layer,
-                               LayerKindName(self), phase_text, target->name(),
-                               values ? absl::StrCat("values: inputs seeded with ", seed,
-                                                     given.empty() ? "" : absl::StrCat(", ", given.size(), " given"),
-                                                     ", the target's numerics against the exact VM")
-                                      : std::string("timing only"),
-                               weights);
-  PrintOps(*run, clock, values);
+  out << absl::StrFormat("%s layer %d (%s), %s, on %s (%s, weights %s)\n", config->architecture, layer,
+                         LayerKindName(self), phase_text, target->name(),
+                         values ? absl::StrCat("values: inputs seeded with ", seed,
+                                               given.empty() ? "" : absl::StrCat(", ", given.size(), " given"),
+                                               ", the target's numerics against the exact VM")
+                                : std::string("timing only"),
+                         weights);
+  PrintOps(out, *run, clock, values);
   int64_t of_kind = 0;
   for (const LayerKind& k : LayerKinds(*config)) {
     if (SameKind(k, self)) of_kind = k.count;
   }
   if (prefill) {
-    std::cout << absl::StrFormat("%d layers of this kind: %.3f ms for the prefill (layers only)\n", of_kind,
-                                 of_kind * rep.total_cycles() / clock * 1e3);
+    out << absl::StrFormat("%d layers of this kind: %.3f ms for the prefill (layers only)\n", of_kind,
+                           of_kind * rep.total_cycles() / clock * 1e3);
   } else {
-    std::cout << absl::StrFormat("%d layers of this kind: %.3f ms a token, %.1f tokens/s per user (layers only: no "
-                                 "embedding, final norm or LM head)\n",
-                                 of_kind, of_kind * rep.total_cycles() / clock * 1e3,
-                                 clock / (static_cast<double>(of_kind) * rep.total_cycles()));
+    out << absl::StrFormat(
+        "%d layers of this kind: %.3f ms a token, %.1f tokens/s per user (layers only: no "
+        "embedding, final norm or LM head)\n",
+        of_kind, of_kind * rep.total_cycles() / clock * 1e3,
+        clock / (static_cast<double>(of_kind) * rep.total_cycles()));
   }
   if (values) {
     int over = 0;
     for (const proto::OutputError& e : rep.errors()) over += e.within() ? 0 : 1;
-    std::cout << absl::StrFormat("values: %d outputs against the VM, %d outside their tolerance (rel L2 <= the "
-                                 "report's tolerance per output)\n",
-                                 rep.errors_size(), over);
+    out << absl::StrFormat(
+        "values: %d outputs against the VM, %d outside their tolerance (rel L2 <= the "
+        "report's tolerance per output)\n",
+        rep.errors_size(), over);
     // A mixture's routing is a choice: said when the machine chose otherwise on a near tie, and how many outputs were
     // compared given the machine's choice.
     int given = 0;
@@ -228,21 +237,22 @@ int RunModel(const cli::ParsedArgs& args) {
                                       [&](const SimOptions::Choice& c) { return c.tensor == e.tensor(); });
       if (!choice) continue;
       const int64_t rows = e.elements() / ColsOf(*run, e.tensor());
-      std::cout << absl::StrFormat("  choice: %s (the routing) chose otherwise than the exact VM in %d of %d rows%s\n",
-                                   e.tensor(), e.choice_rows_differing(), rows,
-                                   e.choice_rows_differing() == 0 ? ""
-                                   : e.within() ? ", each a near tie of the router's logits within their own error"
-                                                : ", NOT all near ties");
+      out << absl::StrFormat("  choice: %s (the routing) chose otherwise than the exact VM in %d of %d rows%s\n",
+                             e.tensor(), e.choice_rows_differing(), rows,
+                             e.choice_rows_differing() == 0 ? ""
+                             : e.within() ? ", each a near tie of the router's logits within their own error"
+                                          : ", NOT all near ties");
     }
     if (given > 0) {
-      std::cout << absl::StrFormat(
-          "  %d outputs after a routing compared with the exact VM on the machine's routing (its choices and weights)\n",
+      out << absl::StrFormat(
+          "  %d outputs after a routing compared with the exact VM on the machine's routing (its choices and "
+          "weights)\n",
           given);
     }
     // Name each one, internal tensors too: a table row shows only an op's result.
     for (const proto::OutputError& e : rep.errors()) {
       if (!e.within()) {
-        std::cout << absl::StrFormat("  outside: %s rel L2 %.3g > %.3g\n", e.tensor(), e.rel_l2(), e.tolerance());
+        out << absl::StrFormat("  outside: %s rel L2 %.3g > %.3g\n", e.tensor(), e.rel_l2(), e.tolerance());
       }
     }
     if (over > 0) {
@@ -258,27 +268,27 @@ int RunModel(const cli::ParsedArgs& args) {
   if (!whole.ok()) return Fail(whole.status());
   const std::string what =
       prefill ? absl::StrCat("prefill of ", tokens, " tokens") : absl::StrCat("decode at position ", position);
-  std::cout << "\nthe whole model, " << what << ":\n";
-  std::cout << absl::StrFormat("%-46s %6s %12s %12s\n", "part", "count", "cycles each", prefill ? "ms" : "ms a token");
+  out << "\nthe whole model, " << what << ":\n";
+  out << absl::StrFormat("%-46s %6s %12s %12s\n", "part", "count", "cycles each", prefill ? "ms" : "ms a token");
   for (const TokenPart& part : whole->parts) {
-    std::cout << absl::StrFormat("%-46s %6d %12d %12.3f\n", part.name, part.count, part.cycles,
-                                 part.count * part.cycles / whole->clock_hz * 1e3);
+    out << absl::StrFormat("%-46s %6d %12d %12.3f\n", part.name, part.count, part.cycles,
+                           part.count * part.cycles / whole->clock_hz * 1e3);
   }
   if (prefill) {
-    std::cout << absl::StrFormat("time to first token: %.3f ms", whole->ms());
+    out << absl::StrFormat("time to first token: %.3f ms", whole->ms());
   } else {
-    std::cout << absl::StrFormat("token: %.3f ms, %.1f tokens/s per user", whole->ms(), whole->tokens_per_s());
+    out << absl::StrFormat("token: %.3f ms, %.1f tokens/s per user", whole->ms(), whole->tokens_per_s());
   }
-  std::cout << " (batch 1; no embedding lookup, sampling or host overhead)\n";
+  out << " (batch 1; no embedding lookup, sampling or host overhead)\n";
   // ★ WHETHER THE MODEL FITS THE CARD: the simulator times any size, so it says when the weights and caches are
   // more than one card's DRAM holds.
-  std::cout << absl::StrFormat("memory: weights %.2f GB + caches %.2f GB", whole->weight_bytes / 1e9,
-                               whole->state_bytes / 1e9);
+  out << absl::StrFormat("memory: weights %.2f GB + caches %.2f GB", whole->weight_bytes / 1e9,
+                         whole->state_bytes / 1e9);
   if (whole->capacity_bytes > 0) {
-    std::cout << absl::StrFormat(" of the card's %.2f GB%s", whole->capacity_bytes / 1e9,
-                                 whole->fits() ? "" : ": DOES NOT FIT one card (the times above assume it did)");
+    out << absl::StrFormat(" of the card's %.2f GB%s", whole->capacity_bytes / 1e9,
+                           whole->fits() ? "" : ": DOES NOT FIT one card (the times above assume it did)");
   }
-  std::cout << "\n";
+  out << "\n";
   return cli::kExitOk;
 }
 
@@ -314,13 +324,17 @@ Subcommand ModelCommand() {
        "--output-dir writes that layout)"},
       {"all-layers", FlagSpec::Kind::kBool, "",
        "also the whole model: each kind of layer once, times its count, plus the final norm and LM head (the token "
-       "at a decode, the time to the first token at a prefill), and its weights and caches against the card's DRAM"},
-      {"report", FlagSpec::Kind::kValue, "FILE", "write the layer's SimReport: .json, .binpb or text proto",
-       false, FlagSpec::Output::kFile},
-      {"trace", FlagSpec::Kind::kValue, "FILE.json", "a Chrome-trace timeline of the whole layer",
-       false, FlagSpec::Output::kFile},
-      {"svg", FlagSpec::Kind::kValue, "FILE.svg", "per-site engine occupancy and per-section cycles",
-       false, FlagSpec::Output::kFile},
+       "at a decode, the time to the first token at a prefill), and its weights and caches against the card's DRAM; "
+       "not with --report, --trace or --svg (they describe one layer)"},
+      {"report", FlagSpec::Kind::kValue, "FILE",
+       "write the layer's SimReport: .json, .binpb or text proto ('-' stdout); not with --all-layers", false,
+       FlagSpec::Output::kFile},
+      {"trace", FlagSpec::Kind::kValue, "FILE.json",
+       "a Chrome-trace timeline of the whole layer ('-' stdout); not with --all-layers", false,
+       FlagSpec::Output::kFile},
+      {"svg", FlagSpec::Kind::kValue, "FILE.svg",
+       "per-site engine occupancy and per-section cycles ('-' stdout); not with --all-layers", false,
+       FlagSpec::Output::kFile},
   };
   s.description = absl::StrCat(
       "Reads the model's config.json (architecture facts only, no weights), builds the op specs of one decoder\n"
@@ -331,7 +345,11 @@ Subcommand ModelCommand() {
       "against the exact VM). Prints one row per op (sections, cycles, share of the layer, what bounds its\n"
       "longest section, roofline fraction, DRAM bytes) and the layer total, which is checked to equal the sum of\n"
       "its sections; --all-layers adds the whole token (decode) or the time to the first token (prefill).\n"
-      "Recognized architectures: ", absl::StrJoin(RecognizedArchitectures(), ", "), ".\n"
+      "--report, --trace and --svg describe the one layer, so they are not taken with --all-layers; at most one of\n"
+      "them may be '-' (stdout), and the table then goes to stderr.\n"
+      "Recognized architectures: ",
+      absl::StrJoin(RecognizedArchitectures(), ", "),
+      ".\n"
       "Exit 1 on a refusal or a failed certification, 2 on bad usage or an unreadable config.");
   s.examples = {"spatial model --config=qwen3-8b --decode=4096 --cache=8192 --target=wormhole_n150",
                 "spatial model --config=path/to/config.json --layer=3 --decode=128 --report=layer.json",

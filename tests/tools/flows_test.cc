@@ -700,5 +700,44 @@ TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   EXPECT_THAT(help.out, HasSubstr("Qwen3ForCausalLM"));
 }
 
+// '-' is stdout for one of --report, --trace and --svg, as for simulate: the artifact alone on stdout (the table on
+// stderr), and two of them there is bad usage. The op table used to follow the trace on stdout, which then was not
+// JSON.
+TEST_F(ModelFlow, OneOutputOnStdoutAndTheTableOnStderr) {
+  CliRun trace = Spatial("model --config=qwen3-0.6b --decode=16 --trace=-");
+  ASSERT_EQ(trace.code, 0) << trace.err;
+  const std::string json = Write("trace.json", trace.out);
+  EXPECT_EQ(std::system(absl::StrCat("python3 -m json.tool '", json, "' >/dev/null").c_str()), 0) << trace.out;
+  EXPECT_THAT(trace.out, Not(HasSubstr("layers of this kind")));
+  EXPECT_THAT(trace.err, HasSubstr("Qwen3ForCausalLM layer 0 (dense MLP), decode at position 16"));
+  EXPECT_THAT(trace.err, testing::ContainsRegex("\ntotal +[0-9]+ +[0-9]+ "));
+  EXPECT_THAT(trace.err, HasSubstr("28 layers of this kind"));
+  CliRun report = Spatial("model --config=qwen3-0.6b --decode=16 --report=-");
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("total_cycles"));
+  EXPECT_THAT(report.out, Not(HasSubstr("layers of this kind")));
+  EXPECT_THAT(report.err, HasSubstr("28 layers of this kind"));
+  CliRun two = Spatial("model --config=qwen3-0.6b --decode=16 --trace=- --svg=-");
+  EXPECT_EQ(two.code, 2);
+  EXPECT_THAT(two.err, HasSubstr("spatial model: error: only one output may be '-' (stdout)"));
+  EXPECT_EQ(two.out, "");
+}
+
+// --all-layers and the one layer's outputs are exclusive, and the help says so on both sides.
+TEST_F(ModelFlow, HelpSaysAllLayersTakesNoReportTraceOrSvg) {
+  CliRun help = Spatial("model --help");
+  ASSERT_EQ(help.code, 0);
+  EXPECT_THAT(help.out, testing::ContainsRegex("--all-layers [^\n]*; not with --report, --trace or --svg \\(they "
+                                               "describe one layer\\)\n"));
+  for (const char* flag : {"--report=FILE", "--trace=FILE.json", "--svg=FILE.svg"}) {
+    EXPECT_THAT(help.out,
+                testing::ContainsRegex(absl::StrCat(flag, " [^\n]*\\('-' stdout\\); not with --all-layers\n")))
+        << flag;
+  }
+  CliRun both = Spatial(absl::StrCat("model --config=qwen3-0.6b --decode=8 --all-layers --report=", Path("r.json")));
+  EXPECT_EQ(both.code, 2);
+  EXPECT_THAT(both.err, HasSubstr("--trace, --svg and --report describe one layer: not with --all-layers"));
+}
+
 }  // namespace
 }  // namespace spatial
