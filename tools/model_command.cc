@@ -9,10 +9,12 @@
 #include <map>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "certify/admitted_inputs.h"
 #include "lowerings/registry.h"  // OpKindName
 #include "models/decode_token.h"
 #include "models/layer.h"
@@ -91,6 +93,36 @@ int64_t ColsOf(const PlanRun& run, const std::string& name) {
   return 1;
 }
 
+// Whether every given integer run input (a position) lies in the range the layer's certificate admits for it
+// (certify/admitted_inputs.h, the range simulate's --random-inputs draws from). Outside it the run would fault in
+// whichever op reads it first (a RoPE table row past the cache) instead of naming the input; prints that and
+// returns false.
+bool AdmittedGiven(const Composition& program, const Target& target, const TensorMap& given,
+                   const cli::ParsedArgs& args, int64_t cache) {
+  const bool any_integer =
+      std::any_of(given.begin(), given.end(), [](const auto& g) { return IsInteger(g.second.precision); });
+  if (!any_integer) return true;  // certifying again per candidate range is not free: only when there is one to check
+  for (const proto::AdmittedInput& a : AdmitInputs(program, target)) {
+    auto it = given.find(a.tensor());
+    if (it == given.end()) continue;
+    const int64_t lo = a.admitted().lo(), hi = a.admitted().hi();
+    for (const double v : it->second.values) {
+      if (v >= static_cast<double>(lo) && v <= static_cast<double>(hi)) continue;
+      const std::vector<std::string> flags = args.GetAll("input");
+      const bool by_flag = std::any_of(flags.begin(), flags.end(), [&](const std::string& f) {
+        return absl::StartsWith(f, absl::StrCat(a.tensor(), "="));
+      });
+      cli::PrintError(
+          std::cerr, "spatial model",
+          absl::StrCat(by_flag ? "--input " : "--inputs-dir: run input ", a.tensor(), "=", static_cast<int64_t>(v),
+                       " is outside [", lo, ", ", hi, "], the range the layer admits for it",
+                       a.tensor() == "pos" ? absl::StrCat(" (it is built for a ", cache, "-row cache: --cache)") : ""));
+      return false;
+    }
+  }
+  return true;
+}
+
 int Fail(const absl::Status& st) {
   cli::PrintError(std::cerr, "spatial model", st);
   return st.code() == absl::StatusCode::kInvalidArgument ? cli::kExitUsage : cli::kExitFailed;
@@ -141,6 +173,22 @@ int RunModel(const cli::ParsedArgs& args) {
   }
   absl::StatusOr<ModelConfig> config = ReadModelConfig(args.Get("config"));
   if (!config.ok()) return Fail(config.status());
+  // Each length is named by its flag: --cache defaults to the position (or the token count), so the layer's own
+  // check would name a cache of 0 rows that was never given.
+  if (args.Has("cache") && (cache < 1 || cache > config->max_positions)) {
+    return cli::UsageError(std::cerr, cmd,
+                           absl::StrCat("--cache=", cache, ": the cache's rows must be 1..", config->max_positions,
+                                        " (max_position_embeddings)"));
+  }
+  const int64_t most = args.Has("cache") ? cache : config->max_positions;
+  const int64_t length = prefill ? tokens : position;
+  if (length < 1 || length > most) {
+    return cli::UsageError(
+        std::cerr, cmd,
+        absl::StrCat("--", prefill ? "prefill=" : "decode=", length, ": the ", prefill ? "token count" : "position",
+                     " must be 1..", most,
+                     args.Has("cache") ? " (the cache's rows, --cache)" : " (max_position_embeddings)"));
+  }
   int exit_code = cli::kExitOk;
   std::optional<Target> target = LoadTargetOrReport(args.Get("target", "wormhole_n150"), cmd, &exit_code);
   if (!target) return exit_code;
@@ -170,6 +218,7 @@ int RunModel(const cli::ParsedArgs& args) {
     std::optional<TensorMap> g = GivenInputs(lowered->program, args, cmd, &exit_code);
     if (!g) return exit_code;
     given = *std::move(g);
+    if (!AdmittedGiven(lowered->program, *target, given, args, cache)) return cli::kExitUsage;
   }
   if (values) {
     numerics = MakeTargetModel(*target);
@@ -196,9 +245,20 @@ int RunModel(const cli::ParsedArgs& args) {
   }
   const double clock = rep.clock_hz() > 0 ? rep.clock_hz() : 1e9;
   const LayerKind self = KindOf(*config, layer);
-  const std::string phase_text = prefill ? absl::StrCat("prefill of ", tokens, " tokens into a ", cache, "-row cache")
-                                         : absl::StrCat("decode at position ", position, " over a ", cache,
-                                                        "-row cache");
+  // The position the run is at: a given pos replaces --decode's (the layer is built for its cache, and the
+  // position is a run input), and the header says which one the values and cycles are for.
+  std::string phase_text;
+  auto pos = given.find("pos");
+  if (pos != given.end() && pos->second.values.size() == 1) {
+    const int64_t at = static_cast<int64_t>(pos->second.values[0]);
+    phase_text = prefill ? absl::StrCat("prefill of ", tokens, " tokens from position ", at, " (the given pos) into a ",
+                                        cache, "-row cache")
+                         : absl::StrCat("decode at position ", at, " (the given pos, not --decode=", position,
+                                        ") over a ", cache, "-row cache");
+  } else {
+    phase_text = prefill ? absl::StrCat("prefill of ", tokens, " tokens into a ", cache, "-row cache")
+                         : absl::StrCat("decode at position ", position, " over a ", cache, "-row cache");
+  }
   out << absl::StrFormat("%s layer %d (%s), %s, on %s (%s, weights %s)\n", config->architecture, layer,
                          LayerKindName(self), phase_text, target->name(),
                          values ? absl::StrCat("values: inputs seeded with ", seed,

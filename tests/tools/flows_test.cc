@@ -684,13 +684,13 @@ TEST_F(ModelFlow, RefusalsAndUsageErrorsByMessage) {
   EXPECT_THAT(both.err, HasSubstr("--decode and --prefill are exclusive: a run is one decode step or one prefill"));
   CliRun long_fill = Spatial("model --config=qwen3-0.6b --prefill=300 --cache=256");
   EXPECT_EQ(long_fill.code, 2);
-  EXPECT_THAT(long_fill.err, HasSubstr("a prefill of 300 tokens: it must be 1..256 (the cache's rows)"));
+  EXPECT_THAT(long_fill.err, HasSubstr("--prefill=300: the token count must be 1..256 (the cache's rows, --cache)"));
   CliRun bad_int = Spatial("model --config=qwen3-0.6b --decode=many");
   EXPECT_EQ(bad_int.code, 2);
   EXPECT_THAT(bad_int.err, HasSubstr("--decode takes an integer, got 'many'"));
   CliRun past = Spatial("model --config=qwen3-0.6b --decode=300 --cache=256");
   EXPECT_EQ(past.code, 2);
-  EXPECT_THAT(past.err, HasSubstr("decode position 300 is outside the cache's rows 1..256"));
+  EXPECT_THAT(past.err, HasSubstr("--decode=300: the position must be 1..256 (the cache's rows, --cache)"));
   CliRun layer = Spatial("model --config=qwen3-0.6b --layer=28 --decode=4");
   EXPECT_EQ(layer.code, 2);
   EXPECT_THAT(layer.err, HasSubstr("layer 28 is outside the model's 28 layers (0..27)"));
@@ -737,6 +737,38 @@ TEST_F(ModelFlow, HelpSaysAllLayersTakesNoReportTraceOrSvg) {
   CliRun both = Spatial(absl::StrCat("model --config=qwen3-0.6b --decode=8 --all-layers --report=", Path("r.json")));
   EXPECT_EQ(both.code, 2);
   EXPECT_THAT(both.err, HasSubstr("--trace, --svg and --report describe one layer: not with --all-layers"));
+}
+
+// A position is named by its flag (--cache defaults to it: --decode=0 was "a cache of 0 rows"); a pos given with
+// --input is the position the header names, and one outside the range the layer admits (certify/admitted_inputs.h)
+// is refused before the run, naming it (it faulted inside the RoPE).
+TEST_F(ModelFlow, PositionsAreNamedByTheirFlagAndAGivenPosIsChecked) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--decode=0", "spatial model: error: --decode=0: the position must be 1..40960 (max_position_embeddings)"},
+      {"--prefill=0", "spatial model: error: --prefill=0: the token count must be 1..40960 (max_position_embeddings)"},
+      {"--decode=40961", "--decode=40961: the position must be 1..40960 (max_position_embeddings)"},
+      {"--decode=0 --cache=16", "--decode=0: the position must be 1..16 (the cache's rows, --cache)"},
+      {"--decode=4 --cache=0", "--cache=0: the cache's rows must be 1..40960 (max_position_embeddings)"},
+  };
+  for (const Case& c : cases) {
+    CliRun r = Spatial(absl::StrCat("model --config=qwen3-0.6b ", c.args));
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.args;
+    EXPECT_THAT(r.err, Not(HasSubstr("a cache of"))) << c.args;
+  }
+  CliRun at10 = Spatial("model --config=qwen3-0.6b --decode=16 --values --input pos=10");
+  ASSERT_EQ(at10.code, 0) << at10.err;
+  EXPECT_THAT(at10.out, HasSubstr("Qwen3ForCausalLM layer 0 (dense MLP), decode at position 10 (the given pos, not "
+                                  "--decode=16) over a 16-row cache"));
+  CliRun past = Spatial("model --config=qwen3-0.6b --decode=16 --values --input pos=17");
+  EXPECT_EQ(past.code, 2) << past.err;
+  EXPECT_THAT(past.err, HasSubstr("spatial model: error: --input pos=17 is outside [1, 16], the range the layer admits "
+                                  "for it (it is built for a 16-row cache: --cache)"));
+  EXPECT_THAT(past.err, Not(HasSubstr("OutOfRange")));
+  EXPECT_EQ(past.out, "");
 }
 
 }  // namespace
