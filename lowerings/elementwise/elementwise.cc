@@ -1,5 +1,6 @@
 #include "lowerings/elementwise/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -218,7 +219,11 @@ absl::StatusOr<Composition> FromDecay(const proto::OpSpec& spec, const Target& t
   const auto& d = spec.decay();
   RETURN_IF_ERROR(CheckElements("decay", "n", d.n()));
   if (d.rows() < 0) return absl::InvalidArgumentError(absl::StrCat("decay.rows is negative (", d.rows(), ")"));
-  if (d.rows() > 1) return DenseDecay(ops, spec.out(), d.rows(), d.n(), target);
+  // A flat row wider than the accumulator's page is a one-row matrix, an item a tile (the flat form has no column
+  // blocks: it was refused by the accumulator's page check).
+  if (d.rows() > 1 || RowNeedsBlocking(d.n(), target)) {
+    return DenseDecay(ops, spec.out(), std::max<int64_t>(d.rows(), 1), d.n(), target);
+  }
   return FlatDecay(ops, spec.out(), d.n(), target);
 }
 

@@ -266,6 +266,28 @@ TEST(DecayTest, FlatMatchesReference) {
   EXPECT_GE(checked, 20);
 }
 
+// A flat decay (rows 0 or 1) wider than the accumulator's page takes the tiled form as one row; it was refused.
+TEST(DecayTest, AWideFlatRowTakesTheTiledForm) {
+  const std::vector<std::pair<const char*, int64_t>> cases = {{"test_tiny", 100}, {"wormhole_n150", 4096}};
+  for (const auto& [target, n] : cases) {
+    for (int64_t rows : {0, 1}) {
+      proto::OpSpec spec = Spec({"ar", "dt", "alog"});
+      spec.mutable_decay()->set_n(n);
+      spec.mutable_decay()->set_rows(rows);
+      Draw draw = [](const std::string& name, Rng& r) {
+        if (name == "ar") return r.Real(-3, 3);
+        if (name == "dt") return r.Real(-1, 1);
+        return r.Real(-2, 0);
+      };
+      const Target& t = Shipped(target);
+      Composition c = CheckLowering(spec, t, draw, 1e-12, n + rows);
+      ASSERT_EQ(c.sections.size(), 1u);
+      EXPECT_EQ(c.sections[0].name, absl::StrCat("decay_1x", n));
+      EXPECT_EQ(c.sections[0].items.size(), static_cast<size_t>(CeilDiv(n, t.tile_cols())));
+    }
+  }
+}
+
 TEST(DecayTest, DenseMatchesReference) {
   int checked = 0;
   for (const auto& [target, shapes] : std::vector<std::pair<const char*, std::vector<std::pair<int64_t, int64_t>>>>{

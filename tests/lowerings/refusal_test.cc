@@ -69,15 +69,6 @@ TEST(RefusalTest, BlockDecayWhoseRowsDoNotDivide) {
   EXPECT_EQ(Refusal(decay, Shipped("test_tiny")), "NotLowered: a block decay whose rows do not divide its elements");
 }
 
-// The flat decay has no column-blocked form: a row wider than the accumulator is refused, not mis-lowered.
-TEST(RefusalTest, FlatDecayWiderThanTheAccumulator) {
-  proto::OpSpec decay = Spec({"ar", "dt", "al"});
-  decay.mutable_decay()->set_n(33);  // 5 tiles of 8 against 4
-  EXPECT_EQ(Refusal(decay, Shipped("test_tiny")),
-            "AccTilesExceeded: stage 'decay' of decay_33 computes a page of 5 tiles; the accumulator holds 4 fp32 "
-            "tiles (target test_tiny)");
-}
-
 TEST(RefusalTest, MissingDatapaths) {
   Target no_float = Tiny([](proto::Target& p) { p.mutable_datapaths()->clear_elementwise_float(); });
   Target no_int = Tiny([](proto::Target& p) { p.mutable_datapaths()->clear_elementwise_int(); });
