@@ -99,7 +99,7 @@ absl::StatusOr<Composition> FromSoftcap(const proto::OpSpec& spec, const Target&
     return absl::InvalidArgumentError(absl::StrCat("softcap.cap is not finite (", c, ")"));
   }
   // c * tanh(x / c) has no meaning at c = 0 (the seed's cap is a non-zero type).
-  if (c == 0.0) return NotLowered("a softcap with a cap of zero");
+  if (c == 0.0) return absl::InvalidArgumentError("softcap.cap is zero: c * tanh(x / c) needs a non-zero cap");
   // 2c * sigmoid(2x/c) - c cancels for small x: no single ttnn unary op, and a 16-bit Dst between the steps would
   // leave only the rounding of c (5% rel L2 at the example's shape). It keeps an fp32 Dst.
   return Pointwise(spec, "softcap", Datapath::kFloat, spec.softcap().n(), Capped(Op(0), c), target, std::nullopt,
@@ -109,9 +109,10 @@ absl::StatusOr<Composition> FromSoftcap(const proto::OpSpec& spec, const Target&
 absl::StatusOr<Composition> FromIntRequant(const proto::OpSpec& spec, const Target& target) {
   const auto& r = spec.int_requant();
   // (x * M) >> S is an arithmetic shift of an int64 product: a shift of 63 or more, or a negative one, has no
-  // integer meaning.
+  // integer meaning: a spec outside the op's domain, as a negative size is (exit 2, not a refusal).
   if (r.s() < 0 || r.s() > 62) {
-    return NotLowered(absl::StrCat("an int requant by a shift outside [0, 62] (", r.s(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("int_requant.s is outside [0, 62] (", r.s(), "): (x * m) >> s shifts an int64 product"));
   }
   Body body = Shr(Mul(Op(0), Const(static_cast<double>(r.m()))), r.s());
   // The exact product x·M is formed on the integer datapath, which wraps past its width: the input is stored in

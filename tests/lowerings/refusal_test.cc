@@ -112,13 +112,17 @@ TEST(RefusalTest, SpecValues) {
   const Target& t = Shipped("test_tiny");
   proto::OpSpec cap = Spec({"x"});
   cap.mutable_softcap()->set_n(4);
-  EXPECT_EQ(Refusal(cap, t), "NotLowered: a softcap with a cap of zero");
+  // Specs outside the op's domain are invalid input (exit 2), as a negative size is, not refusals.
+  EXPECT_EQ(Lower(cap, t).status(),
+            absl::InvalidArgumentError("softcap.cap is zero: c * tanh(x / c) needs a non-zero cap"));
   proto::OpSpec requant = Spec({"x"});
   requant.mutable_int_requant()->set_n(4);
   requant.mutable_int_requant()->set_s(63);
-  EXPECT_EQ(Refusal(requant, t), "NotLowered: an int requant by a shift outside [0, 62] (63)");
+  EXPECT_EQ(Lower(requant, t).status(),
+            absl::InvalidArgumentError("int_requant.s is outside [0, 62] (63): (x * m) >> s shifts an int64 product"));
   requant.mutable_int_requant()->set_s(-1);
-  EXPECT_EQ(Refusal(requant, t), "NotLowered: an int requant by a shift outside [0, 62] (-1)");
+  EXPECT_EQ(Lower(requant, t).status(),
+            absl::InvalidArgumentError("int_requant.s is outside [0, 62] (-1): (x * m) >> s shifts an int64 product"));
 }
 
 // Every kind of OpSpec has a lowering (the last, moe, arrived in session 7), so "not lowered yet" is never said.
