@@ -233,6 +233,11 @@ int RunDemo(const cli::ParsedArgs& args) {
   std::optional<Target> target = LoadTargetOrReport(args.Get("target", "wormhole_n150"), cmd, &exit_code);
   if (!target) return exit_code;
   const std::string trace = args.Get("trace");
+  if (trace == "-") {
+    return cli::UsageError(std::cerr, cmd,
+                           "--trace=-: the demo writes one trace per op (FILE.silu.json, FILE.matmul.json), so it "
+                           "cannot be '-' (stdout): give a file name");
+  }
 
   const auto start = std::chrono::steady_clock::now();
   const std::vector<DemoOp> ops = DemoOps();
@@ -349,7 +354,8 @@ Subcommand DemoCommand() {
       {"target", FlagSpec::Kind::kValue, "NAME|FILE", "target to lower for (default wormhole_n150)"},
       {"seed", FlagSpec::Kind::kValue, "SEED", "seed of the random inputs (default 1)"},
       {"trace", FlagSpec::Kind::kValue, "FILE.json",
-       "write each op's Chrome-trace/Perfetto timeline: FILE.json -> FILE.silu.json, FILE.matmul.json",
+       "write each op's Chrome-trace/Perfetto timeline: FILE.json -> FILE.silu.json, FILE.matmul.json (two files, "
+       "so not '-')",
        false, FlagSpec::Output::kFile},
   };
   s.description =

@@ -1,6 +1,7 @@
 // The built `spatial demo` end to end (issue #4): it exits 0 with a PASS row per op, its tolerances are the
 // integration table's (tolerances.cc) and its measured errors sit inside them, and its --trace files are valid JSON
-// with one named track per engine per site (python3 parses them). A trace it cannot write is a FAIL and exit 1.
+// with one named track per engine per site (python3 parses them). A trace it cannot write, or '-', is bad usage
+// (exit 2).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,6 +159,21 @@ TEST_F(DemoTest, AnUnwritableTraceIsAUsageError) {
             std::string::npos)
       << run.output;
   EXPECT_EQ(run.output.find("silu"), std::string::npos) << "an op ran: " << run.output;
+}
+
+// Two traces cannot both be stdout: --trace=- is refused by name, before any op runs (it wrote files named
+// '-.silu.json' and '-.matmul.json').
+TEST_F(DemoTest, ATraceOnStdoutIsAUsageError) {
+  const ShellRun run =
+      Shell(absl::StrCat("cd ", Quote(dir_.string()), " && ", Quote(SPATIAL_BIN), " demo --trace=-"), dir_);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("spatial demo: error: --trace=-: the demo writes one trace per op (FILE.silu.json, "
+                            "FILE.matmul.json), so it cannot be '-' (stdout): give a file name"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("silu  "), std::string::npos) << "an op ran: " << run.output;
+  EXPECT_FALSE(fs::exists(dir_ / "-.silu.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "-.matmul.json"));
 }
 
 TEST_F(DemoTest, BadUsageExitsTwo) {
