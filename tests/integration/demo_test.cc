@@ -1,7 +1,7 @@
 // The built `spatial demo` end to end (issue #4): it exits 0 with a PASS row per op, its tolerances are the
-// integration table's (tolerances.cc) and its measured errors sit inside them, and its --trace files are valid JSON
-// with one named track per engine per site (python3 parses them). A trace it cannot write, or '-', is bad usage
-// (exit 2).
+// integration table's (tolerances.cc) on a target with an fp32 accumulator and the program's claim on one without,
+// its measured errors sit inside them, and its --trace files are valid JSON with one named track per engine per
+// site (python3 parses them). A trace it cannot write, or '-', is bad usage (exit 2).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,6 +174,53 @@ TEST_F(DemoTest, ATraceOnStdoutIsAUsageError) {
   EXPECT_EQ(run.output.find("silu  "), std::string::npos) << "an op ran: " << run.output;
   EXPECT_FALSE(fs::exists(dir_ / "-.silu.json"));
   EXPECT_FALSE(fs::exists(dir_ / "-.matmul.json"));
+}
+
+// Every shipped target passes, each held to a tolerance its numerics honestly meet: Blackhole accumulates in fp32
+// as Wormhole does, so the table's (measured) bounds; Grayskull's Dst is bf16, several times the error, so the
+// program's claim, the tolerance simulate --compare-vm holds the same program to (it failed at the fp32 bounds).
+TEST_F(DemoTest, PassesOnEveryShippedTargetAtItsAccumulatorsTolerance) {
+  constexpr double kClaim = 0.03125;  // an Approx claim's relative L2 (sim/report/error_stats.h)
+  for (const std::string target : {"blackhole_p150", "grayskull_e150"}) {
+    SCOPED_TRACE(target);
+    const ShellRun run = Shell(absl::StrCat(Quote(SPATIAL_BIN), " demo --target=", target), dir_);
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("All checks passed"), std::string::npos) << run.output;
+    const bool fp32 = target != "grayskull_e150";
+    EXPECT_NE(run.output.find(fp32 ? "\ntol: the op family's bound, measured with an fp32 accumulator as this target "
+                                     "has.\n"
+                                   : "\ntol: the program's claim, as simulate --compare-vm holds it (the op families' "
+                                     "bounds are measured with an fp32 accumulator, which this target lacks).\n"),
+              std::string::npos)
+        << run.output;
+    const std::vector<Row> rows = Rows(run.output);
+    ASSERT_EQ(rows.size(), 2u) << run.output;
+    for (const Row& r : rows) {
+      SCOPED_TRACE(r.op);
+      EXPECT_EQ(r.result, "PASS");
+      const OpTolerance* t = FindTolerance(r.op);
+      ASSERT_NE(t, nullptr);
+      const double want = fp32 ? t->rel_l2 : kClaim;
+      EXPECT_NEAR(r.tol, want, 0.05 * want);
+      EXPECT_GT(r.rel_l2, 0.0);
+      EXPECT_LE(r.rel_l2, r.tol);
+      // Grayskull's errors are above the fp32 bounds: the tolerance follows the target, not a looser number for all.
+      if (!fp32) {
+        EXPECT_GT(r.rel_l2, t->rel_l2);
+      }
+    }
+  }
+}
+
+// The help says what the numerics are on each target, not "fp32 accumulation" for all.
+TEST_F(DemoTest, HelpSaysTheAccumulatorFollowsTheTarget) {
+  const ShellRun run = Shell(absl::StrCat(Quote(SPATIAL_BIN), " demo --help"), dir_);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.find("fp32 accumulation"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("fp32 on Wormhole and\nBlackhole, bf16 on Grayskull"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("else the program's claim (what simulate --compare-vm holds it to)"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("(two files, so not '-')"), std::string::npos) << run.output;
 }
 
 TEST_F(DemoTest, BadUsageExitsTwo) {
