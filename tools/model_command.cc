@@ -412,7 +412,7 @@ Subcommand ModelCommand() {
       ".\n"
       "Exit 1 on a refusal or a failed certification, 2 on bad usage or an unreadable config.");
   s.examples = {"spatial model --config=qwen3-8b --decode=4096 --cache=8192 --target=wormhole_n150",
-                "spatial model --config=path/to/config.json --layer=3 --decode=128 --report=layer.json",
+                "spatial model --config=examples/models/qwen3-8b.json --layer=3 --decode=128 --report=layer.json",
                 "spatial model --config=llama-3.1-8b --decode=128 --weights=performance --all-layers",
                 "spatial model --config=qwen3-8b --prefill=128 --all-layers"};
   return {s, &RunModel};
