@@ -169,7 +169,8 @@ Subcommand SimulateCommand() {
   s.description =
       "Simulates PROG ('-': stdin) on a SystemC model of the target: every site's reader, unpack, matrix, SFPU,\n"
       "pack and writer engines, page FIFOs, DRAM channels and NoC links, timed at tile-op granularity. Values\n"
-      "are computed with the target's numerics (bf16 storage, fp32 accumulation, its SFPU algorithms).\n"
+      "are computed with the target's numerics (its storage formats, its accumulator: fp32 on Wormhole and\n"
+      "Blackhole, bf16 on Grayskull; its SFPU algorithms).\n"
       "The program is certified first and not run if it fails (--no-certify overrides, with a warning). It runs on\n"
       "the target description recorded in it by `spatial lower`. The summary names what bounds the run.\n"
       "A progress line shows on a terminal for runs longer than two seconds.\n"
