@@ -156,6 +156,25 @@ TEST_F(SpatialCli, UnusableOutputDirIsAUsageError) {
                                "' is not a directory"));
 }
 
+// A given integer input outside the range the certificate admits still runs (the VM's fault is exact), but the
+// fault names where the value is read (a RoPE table row), so a warning names the input and its range first.
+TEST_F(SpatialCli, AGivenPositionOutsideItsAdmittedRangeIsNamed) {
+  const std::string spec = Write("rope.textproto",
+                                 "out: \"q_rot\" operands { name: \"q\" } operands { name: \"rope_cos\" } "
+                                 "operands { name: \"rope_sin\" } operands { name: \"pos\" } rope { h: 32 hd: 64 "
+                                 "half: 32 rows: 8 from { named: \"pos\" } cache: 16 theta: 1e6 }\n");
+  const std::string prog = Path("rope_prog.textproto");
+  ASSERT_EQ(Spatial(absl::StrCat("lower --target=wormhole_n150 --op=", spec, " -o ", prog)).code, 0);
+  CliRun in = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --quiet --input pos=9"));
+  EXPECT_EQ(in.code, 0) << in.err;
+  EXPECT_THAT(in.err, Not(HasSubstr("warning")));
+  CliRun out = Spatial(absl::StrCat("vm ", prog, " --random-inputs=1 --quiet --input pos=10"));
+  EXPECT_EQ(out.code, 1) << out.err;
+  EXPECT_THAT(out.err, HasSubstr("warning: run input 'pos' has 1 of 1 values outside [1, 9], the range the "
+                                 "program's checks admit for it; the run may fault"));
+  EXPECT_THAT(out.err, HasSubstr("IndexOutOfRange"));
+}
+
 // --timing-only computes no values, so a flag about values with it is bad usage: --compare-vm used to exit 0 having
 // compared nothing, --output-dir to write nothing.
 TEST_F(SpatialCli, TimingOnlyRefusesFlagsAboutValues) {
