@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -24,25 +25,43 @@ struct GuardState {
   bool operator==(const GuardState& o) const { return key == o.key && lo == o.lo && hi == o.hi; }
 };
 
-// Every guard of the composition, in certificate order, when `input` is promised to lie in [lo, hi]; nullopt when
-// the program does not certify under that promise.
+// Every guard of the composition when an input is promised to lie in a range, by a key that names it (a key that
+// repeats, two sections of one name, gets " #2", ...), and the keys in certificate order. A probe can reach fewer
+// guards than the unpromised run (a Select band dead for the promised values, a check that fails outright and stops
+// the section), so guards are matched by key, never by position.
+struct Guards {
+  std::vector<std::string> order;
+  std::map<std::string, GuardState> by_key;
+  const GuardState* Find(const std::string& key) const {
+    auto it = by_key.find(key);
+    return it == by_key.end() ? nullptr : &it->second;
+  }
+};
+
+// The guards when `input` is promised to lie in [lo, hi]; nullopt when the program does not certify under that
+// promise.
 class GuardOracle {
  public:
   GuardOracle(const Composition& c, const Target& t) : c_(c), t_(t) {}
 
   // `probe`: the guards as far as the checks got, even when the promise makes a check fail outright (a trip
   // that admits no value of the probe): the probes only read how each guard moves with the input.
-  std::optional<std::vector<GuardState>> Guards(const std::string& input,
-                                                std::optional<std::pair<int64_t, int64_t>> r, bool probe = false) {
+  std::optional<Guards> Of(const std::string& input, std::optional<std::pair<int64_t, int64_t>> r,
+                           bool probe = false) {
     CertifyOptions options;
     if (r) options.input_ranges[input] = *r;
     CertifyResult result = Certify(c_, t_, options);
     if (!result.ok() && !probe) return std::nullopt;
-    std::vector<GuardState> out;
+    Guards out;
     for (const proto::SectionProof& s : result.certificate.sections()) {
       for (const proto::Guard& g : s.guards()) {
-        out.push_back({absl::StrCat(s.name(), "/", g.stage().empty() ? "(section)" : g.stage(), " ", g.field()),
-                       g.proven().lo(), g.proven().hi(), g.admitted().lo(), g.admitted().hi(), g.always_holds()});
+        const std::string key =
+            absl::StrCat(s.name(), "/", g.stage().empty() ? "(section)" : g.stage(), " ", g.field());
+        std::string unique = key;
+        for (int n = 2; out.by_key.count(unique); ++n) unique = absl::StrCat(key, " #", n);
+        out.order.push_back(unique);
+        out.by_key.emplace(unique, GuardState{key, g.proven().lo(), g.proven().hi(), g.admitted().lo(),
+                                              g.admitted().hi(), g.always_holds()});
       }
     }
     return out;
@@ -56,18 +75,17 @@ class GuardOracle {
 
 class Search {
  public:
-  Search(GuardOracle& oracle, std::string input, const std::vector<int>& dependent)
+  Search(GuardOracle& oracle, std::string input, const std::vector<std::string>& dependent)
       : oracle_(oracle), input_(std::move(input)), dependent_(dependent) {}
 
   // Every dependent guard always holds when the input lies in [lo, hi]. A guard that no value reaches (an empty
-  // proven range: its Select band is dead for these values, or an earlier guard already fails) never faults.
+  // proven range, or none reported: its Select band is dead for these values) never faults.
   bool Holds(int64_t lo, int64_t hi) {
-    std::optional<std::vector<GuardState>> g = oracle_.Guards(input_, std::make_pair(lo, hi));
+    std::optional<Guards> g = oracle_.Of(input_, std::make_pair(lo, hi));
     if (!g) return false;
-    for (int i : dependent_) {
-      if (i >= static_cast<int>(g->size())) return false;
-      const GuardState& s = (*g)[i];
-      if (!s.holds && s.lo <= s.hi) return false;
+    for (const std::string& key : dependent_) {
+      const GuardState* s = g->Find(key);
+      if (s != nullptr && !s->holds && s->lo <= s->hi) return false;
     }
     return true;
   }
@@ -97,7 +115,7 @@ class Search {
  private:
   GuardOracle& oracle_;
   std::string input_;
-  const std::vector<int>& dependent_;
+  const std::vector<std::string>& dependent_;
 };
 
 }  // namespace
@@ -105,36 +123,46 @@ class Search {
 std::vector<proto::AdmittedInput> AdmitInputs(const Composition& c, const Target& target) {
   std::vector<proto::AdmittedInput> out;
   GuardOracle oracle(c, target);
-  std::optional<std::vector<GuardState>> base = oracle.Guards("", std::nullopt);
+  std::optional<Guards> base = oracle.Of("", std::nullopt);
   if (!base) return out;
   for (const Tensor& t : CompositionInputs(c)) {
     if (!IsInteger(t.precision)) continue;
     const int64_t full_lo = IntMin(t.precision), full_hi = IntMax(t.precision);
-    std::optional<std::vector<GuardState>> at0 =
-        oracle.Guards(t.name, std::make_pair(int64_t{0}, int64_t{0}), /*probe=*/true);
-    std::optional<std::vector<GuardState>> at1 =
-        oracle.Guards(t.name, std::make_pair(int64_t{1}, int64_t{1}), /*probe=*/true);
-    if (!at0 || !at1 || at0->size() != base->size() || at1->size() != base->size()) continue;
-    std::vector<int> dependent;
-    for (size_t i = 0; i < base->size(); ++i) {
-      if (!((*at0)[i] == (*base)[i]) || !((*at1)[i] == (*base)[i])) dependent.push_back(static_cast<int>(i));
+    // Two neighbouring probes v0 and v0 + 1, at 0 and 1 unless one of them stops short of a guard the unpromised
+    // run reaches (a 1-based position's 0 is a first row of -1, which fails a cache write's check outright): then
+    // at 1 and 2.
+    int64_t v0 = 0;
+    std::optional<Guards> at0, at1;
+    for (int64_t v : {int64_t{0}, int64_t{1}}) {
+      v0 = v;
+      at0 = oracle.Of(t.name, std::make_pair(v, v), /*probe=*/true);
+      at1 = oracle.Of(t.name, std::make_pair(v + 1, v + 1), /*probe=*/true);
+      if (at0->order.size() == base->order.size() && at1->order.size() == base->order.size()) break;
+    }
+    std::vector<std::string> dependent;
+    for (const std::string& key : base->order) {
+      const GuardState* g0 = at0->Find(key);
+      const GuardState* g1 = at1->Find(key);
+      const GuardState& b = *base->Find(key);
+      if (g0 == nullptr || g1 == nullptr || !(*g0 == b) || !(*g1 == b)) dependent.push_back(key);
     }
     if (dependent.empty()) continue;
 
     // The affine probe: a guard that sees the input as the point a + b * v admits v in a solvable range.
     __int128 lo = full_lo, hi = full_hi;
     std::vector<std::string> bounded_by;
-    for (int i : dependent) {
-      const GuardState& g0 = (*at0)[i];
-      const GuardState& g1 = (*at1)[i];
-      if (g0.lo != g0.hi || g1.lo != g1.hi) continue;  // not a point (or empty): left to the bisection
-      const __int128 a = g0.lo, b = static_cast<__int128>(g1.lo) - g0.lo;
+    for (const std::string& key : dependent) {
+      const GuardState* g0 = at0->Find(key);
+      const GuardState* g1 = at1->Find(key);
+      if (g0 == nullptr || g1 == nullptr) continue;  // not reached by a probe: left to the bisection
+      if (g0->lo != g0->hi || g1->lo != g1->hi) continue;  // not a point (or empty): left to the bisection
+      const __int128 b = static_cast<__int128>(g1->lo) - g0->lo, a = g0->lo - b * v0;
       if (b == 0) continue;
-      const __int128 alo = g0.admitted_lo, ahi = g0.admitted_hi;
+      const __int128 alo = g0->admitted_lo, ahi = g0->admitted_hi;
       lo = std::max(lo, b > 0 ? CeilDivWide(alo - a, b) : CeilDivWide(ahi - a, b));
       hi = std::min(hi, b > 0 ? FloorDivWide(ahi - a, b) : FloorDivWide(alo - a, b));
     }
-    for (int i : dependent) bounded_by.push_back((*base)[i].key);
+    for (const std::string& key : dependent) bounded_by.push_back(base->Find(key)->key);
 
     Search search(oracle, t.name, dependent);
     std::optional<std::pair<int64_t, int64_t>> found;
@@ -143,7 +171,7 @@ std::vector<proto::AdmittedInput> AdmitInputs(const Composition& c, const Target
       seed = std::make_pair(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
     } else {
       // Not affine (a clamp, a product, a guard behind a band): start from one feasible value.
-      const std::vector<__int128> tries = {lo, hi, lo + (hi - lo) / 2, 0, 1};
+      const std::vector<__int128> tries = {lo, hi, lo + (hi - lo) / 2, 0, 1, 2};
       for (__int128 p : tries) {
         if (p < full_lo || p > full_hi) continue;
         const int64_t v = static_cast<int64_t>(p);

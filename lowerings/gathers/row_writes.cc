@@ -97,14 +97,26 @@ std::pair<StageId, BufferId> CheckedFirstRow(Template& t, TensorId first, int64_
   return {s_r, r};
 }
 
+// A remainder the arithmetic already holds in [0, unit) (r − unit·⌊r / unit⌋, a select's wrap), clamped there: an
+// identity on every value, which lets the certifier's intervals, blind to the relation between r and ⌊r / unit⌋,
+// prove it too. Without it a block's offset over a range of positions spans two units, its guard never held, and the
+// position had no admitted range (a prefill's cache write: --random-inputs drew any position and the run faulted).
+Body InUnit(Body remainder, int64_t unit) {
+  return Max(Const(0.0), Min(Const(static_cast<double>(unit - 1)), std::move(remainder)));
+}
+
 // `(c − o) mod unit` for every c of a unit, c read from a compile-time table `iota` (a Generic cannot see its axes as
 // values): the in-unit position each position of the block comes from. Its reads of the two source pages are then
 // provably inside them — the index's admitted range IS the page — where `c − o` against the band's bounds is a
 // relation between two data no range can carry.
+// The result is clamped to the unit (InUnit; o's guard holds o in [0, unit), so c − o is in (−unit, unit) and the
+// select lifts the negative half): the interval analysis reads the select's branches apart from the relation c < o
+// and bounded the write's page index by [−unit, 2·unit), a guard that never held.
 StageId SourcePositions(Template& t, const std::string& name, std::vector<IterSpec> space, BufferId iota, ElemAccess at,
                         BufferId o, int64_t unit, LoopVar axis, ElemAccess out_map, BufferId out) {
   Body from = Sub(Op(0), Op(2));
-  Body body = Select(Pred::LtOperand(axis, 2), Add(from, Const(static_cast<double>(unit))), from);
+  Body wrapped = Select(Pred::LtOperand(axis, 2), Add(from, Const(static_cast<double>(unit))), from);
+  Body body = InUnit(wrapped, unit);
   return t.AddGeneric(name, std::move(space), {iota, o, o}, {std::move(at), Fixed(0), GuardOf(1, Fixed(0), unit)},
                       std::move(out_map), body, out);
 }
@@ -298,7 +310,7 @@ absl::StatusOr<Composition> DenseSetRows(const proto::OpSpec& spec, const std::v
   t.AddEdge(s_r, r, s_k0);
   const BufferId o = t.AddScratch("block_offset", 1, ix);
   const StageId s_o = ScalarStage(t, "block_offset", {r, k0}, {Fixed(0), Fixed(0)},
-                                  Sub(Op(0), Mul(Const(static_cast<double>(tr)), Op(1))), o);
+                                  InUnit(Sub(Op(0), Mul(Const(static_cast<double>(tr)), Op(1))), tr), o);
   t.AddEdge(s_k0, k0, s_o);
   // A table read at tile K0, through a FIFO copy of K0 of its own.
   auto by_k0 = [&](const std::string& what, TensorId from) {
@@ -447,7 +459,8 @@ absl::StatusOr<Composition> FlatSetRow(const proto::OpSpec& spec, const std::vec
       ScalarStage(t, "block_start", {k0}, {Fixed(0)}, Min(Op(0), Const(static_cast<double>(n_t - m))), k0s);
   t.AddEdge(s_k0, k0, s_k0s);
   const BufferId o = t.AddScratch("block_offset", 1, ix);
-  const StageId s_o = ScalarStage(t, "block_offset", {lo, k0}, {Fixed(0), Fixed(0)}, Sub(Op(0), Mul(unit, Op(1))), o);
+  const StageId s_o =
+      ScalarStage(t, "block_offset", {lo, k0}, {Fixed(0), Fixed(0)}, InUnit(Sub(Op(0), Mul(unit, Op(1))), tw), o);
   // The item's own number, and its membership thresholds lo_i = lo − tile·K0' − tile·i, hi_i = lo_i + span.
   const std::pair<StageId, BufferId> item = Lookup(t, "item", t_items, {{LoopVar::kItemX, 1}}, std::nullopt, 0, 0, ix);
   const BufferId it = item.second;

@@ -26,6 +26,7 @@ struct Case {
   std::string input;  // the integer run input whose range is admitted
   int64_t lo = 0;     // the expected admitted range
   int64_t hi = 0;
+  friend void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 };
 
 // Every run input filled (floats 0.5, integers 1), `input` set to `v`.
@@ -79,6 +80,20 @@ INSTANTIATE_TEST_SUITE_P(
                               "operands { name: 'pos' } set_row { rows: 64 cols: 32 count: 1 "
                               "index { named: 'pos' } float: true dense: true }",
              "pos", 1, 64},
+        // A block of rows, as a prefill writes its cache: the first row's block offset r - tile * floor(r / tile)
+        // spans two tiles over a range of positions unless held in the tile, and the write had no range at all.
+        Case{"set_rows_dense", "out: 'cache' operands { name: 'cache' } operands { name: 'k' } "
+                               "operands { name: 'pos' } set_row { rows: 64 cols: 32 count: 8 "
+                               "index { named: 'pos' } float: true dense: true }",
+             "pos", 1, 57},
+        Case{"set_rows_flat", "out: 'cache' operands { name: 'cache' } operands { name: 'k' } "
+                              "operands { name: 'pos' } set_row { rows: 30 cols: 5 count: 3 "
+                              "index { named: 'pos' } float: true }",
+             "pos", 1, 28},
+        Case{"rope_rows", "out: 'q_rot' operands { name: 'q' } operands { name: 'rope_cos' } "
+                          "operands { name: 'rope_sin' } operands { name: 'pos' } rope { h: 16 hd: 16 half: 8 "
+                          "rows: 8 from { named: 'pos' } cache: 40 theta: 1e6 }",
+             "pos", 1, 33},
         Case{"rope", "out: 'q_rot' operands { name: 'q' } operands { name: 'rope_cos' } "
                      "operands { name: 'rope_sin' } operands { name: 'pos' } rope { h: 2 hd: 16 half: 8 rows: 1 "
                      "from { named: 'pos' } cache: 40 theta: 1e6 }",

@@ -769,6 +769,13 @@ TEST_F(ModelFlow, PositionsAreNamedByTheirFlagAndAGivenPosIsChecked) {
                                   "for it (it is built for a 16-row cache: --cache)"));
   EXPECT_THAT(past.err, Not(HasSubstr("OutOfRange")));
   EXPECT_EQ(past.out, "");
+  // At a prefill the rows' RoPE and cache writes bound the first position by the cache less the rows (the block
+  // write's range used to be unknown, and pos=10 faulted inside the RoPE).
+  CliRun prefill = Spatial("model --config=llama-3.2-1b --prefill=8 --cache=16 --values --input pos=10");
+  EXPECT_EQ(prefill.code, 2) << prefill.err;
+  EXPECT_THAT(prefill.err, HasSubstr("spatial model: error: --input pos=10 is outside [1, 9], the range the layer "
+                                     "admits for it (it is built for a 16-row cache: --cache)"));
+  EXPECT_EQ(Spatial("model --config=llama-3.2-1b --prefill=8 --cache=16 --values --input pos=9").code, 0);
 }
 
 }  // namespace
