@@ -36,8 +36,9 @@ std::string ToolHelp(const std::vector<Subcommand>& subs) {
   std::string s =
       "usage: spatial <subcommand> [flags] [args]\n\n"
       "Lowers transformer ops into spatial-accelerator programs, checks them, and runs them.\n"
-      "Programs are read from a file or '-' (stdin): .textproto is text, .binpb binary.\n"
-      "Exit codes: 0 success, 1 failed check / refusal / fault, 2 bad usage or unreadable input.\n"
+      "Programs are read from a file or '-' (stdin): .binpb is binary, .json protobuf's JSON, else text.\n"
+      "Exit codes: 0 success, 1 failed check / refusal / fault, 2 bad usage, unreadable input or an output\n"
+      "path that cannot be written.\n"
       "spatial --version prints the version.\n\n"
       "subcommands:\n";
   size_t w = 0;
