@@ -138,13 +138,10 @@ void CheckPrecisions(SectionContext& ctx) {
                  absl::StrCat("target '", t.name(), "' has no matrix engine"));
         continue;
       }
-      // The unpacker expands a block-float operand (bfp8_b, bfp4_b: bf16's sign and exponent, a shared exponent
-      // per 16 values, hardware-facts §1.2) into bf16 source registers, so those feed a bf16 engine too; every
-      // other format must be the engine's own.
+      // The engine's own format, or a block float a bf16 engine's unpacker expands (Target::matrix_takes).
       for (size_t k = 0; k < st.ins.size() && k < 2; ++k) {
         const Buffer& b = s.buffers[st.ins[k]];
-        const bool block_float = b.precision == Precision::kBfp8B || b.precision == Precision::kBfp4B;
-        if (b.precision != *in && !(block_float && *in == Precision::kBf16)) {
+        if (!t.matrix_takes(b.precision)) {
           ctx.Diag(codes::kUnsupportedPrecision, si, absl::StrCat("ins[", k, "]"), Name(*in), Name(b.precision),
                    absl::StrCat("matrix operand '", b.name, "' is ", Name(b.precision), "; the matrix engine of '",
                                 t.name(), "' takes ", Name(*in), *in == Precision::kBf16 ? " (or bfp8_b, bfp4_b)" : ""));

@@ -24,6 +24,13 @@ std::optional<Precision> Target::elementwise_int() const { return Present(p_.dat
 std::optional<Precision> Target::matrix_in() const { return Present(p_.datapaths().matrix_in()); }
 std::optional<Precision> Target::matrix_acc() const { return Present(p_.datapaths().matrix_acc()); }
 
+bool Target::matrix_takes(Precision p) const {
+  const std::optional<Precision> in = matrix_in();
+  if (!in) return false;
+  const bool block_float = p == Precision::kBfp8B || p == Precision::kBfp4B;
+  return p == *in || (block_float && *in == Precision::kBf16);
+}
+
 absl::StatusOr<Precision> Target::index_precision_for(int64_t space) const {
   for (int p : p_.datapaths().index_precisions()) {
     Precision ix = static_cast<Precision>(p);

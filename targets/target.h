@@ -40,6 +40,10 @@ class Target {
   std::optional<Precision> elementwise_int() const;
   std::optional<Precision> matrix_in() const;
   std::optional<Precision> matrix_acc() const;
+  // Whether the matrix engine takes an operand stored as `p`: its own format, or a block float (bfp8_b, bfp4_b:
+  // bf16's sign and exponent with a shared exponent per 16 values, hardware-facts §1.2), which the unpacker expands
+  // into a bf16 engine's source registers. The certifier's operand check and the matmul lowering's refusal.
+  bool matrix_takes(Precision p) const;
 
   // The narrowest address integer holding every value in [-space, space]; an index rides the target's address
   // integer, never the float datapath (bf16 holds integers exactly only up to 256). Fails with

@@ -213,6 +213,51 @@ TEST(MatmulTest, Bfp4FormatsLowerAndValidate) {
   EXPECT_EQ(bfp8->sections[0].claim.error_growth, 0.0);
 }
 
+// An operand format the target stores but its matrix engine does not take is a refusal that says so; it was a
+// program the certifier refused, reported as an internal error.
+TEST(MatmulTest, OperandFormatsTheEngineDoesNotTakeAreRefused) {
+  proto::OpSpec spec = Spec({"a", "b"});
+  spec.mutable_matmul()->set_m(32);
+  spec.mutable_matmul()->set_k(64);
+  spec.mutable_matmul()->set_n(32);
+  spec.mutable_matmul()->set_in0_format(proto::FP16);
+  EXPECT_EQ(Lower(spec, Shipped("wormhole_n150")).status(),
+            absl::FailedPreconditionError("MissingPrecision: matmul.in0_format fp16: the matrix engine takes bf16 "
+                                          "(or bfp8_b, bfp4_b) operands (target wormhole_n150)"));
+  spec.mutable_matmul()->clear_in0_format();
+  spec.mutable_matmul()->set_in1_format(proto::FP32);
+  EXPECT_EQ(Lower(spec, Shipped("test_tiny")).status(),
+            absl::FailedPreconditionError("MissingPrecision: matmul.in1_format fp32: the matrix engine takes bf16 "
+                                          "(or bfp8_b, bfp4_b) operands (target test_tiny)"));
+}
+
+// A 16-bit Dst rounds the running sum to bf16 after every K tile: the claim grows as the square root of those
+// roundings past 128 (measured rel L2 0.033 at K = 8192 on Wormhole's tiles, where the default is 0.031).
+TEST(MatmulTest, A16BitDstClaimsItsRoundingsOverK) {
+  proto::OpSpec spec = Spec({"a", "b"});
+  spec.mutable_matmul()->set_m(32);
+  spec.mutable_matmul()->set_n(64);
+  spec.mutable_matmul()->set_fp32_dest_acc(false);
+  for (const auto& [k, growth] : std::vector<std::pair<int64_t, double>>{{2048, 1.0}, {4096, 1.0}, {8192, 1.41421}}) {
+    spec.mutable_matmul()->set_k(k);
+    absl::StatusOr<Composition> c = Lower(spec, Shipped("wormhole_n150"));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_NEAR(std::max(1.0, c->sections[0].claim.error_growth), growth, 1e-4) << "k = " << k;
+  }
+  spec.mutable_matmul()->set_fp32_dest_acc(true);  // an fp32 Dst rounds once, at the pack
+  absl::StatusOr<Composition> fp32 = Lower(spec, Shipped("wormhole_n150"));
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ(fp32->sections[0].claim.error_growth, 0.0);
+  // Grayskull's only Dst is 16-bit: Llama's down projection (K = 14336) claims 448 roundings' worth.
+  spec.clear_matmul();
+  spec.mutable_matmul()->set_m(32);
+  spec.mutable_matmul()->set_n(64);
+  spec.mutable_matmul()->set_k(14336);
+  absl::StatusOr<Composition> gs = Lower(spec, Shipped("grayskull_e150"));
+  ASSERT_TRUE(gs.ok()) << gs.status();
+  EXPECT_NEAR(gs->sections[0].claim.error_growth, std::sqrt(448.0 / 128.0), 1e-9);
+}
+
 // program_config runs tt-metal's blocking instead of the chooser's: the items are its out-blocks, K folds
 // in0_block_w tiles at a time, the plan's sub-block is its out_subblock; a config that does not divide, is over
 // half of Dst or does not fit a site is refused by name.
