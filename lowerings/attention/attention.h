@@ -29,7 +29,7 @@ namespace spatial {
 // OpSpec.attention: operands 0 Q, 1 K, 2 V, then P when the position is named, then the sinks (one logit per head).
 // Refusals, with the seed's messages (geometry.h's AttentionShapeOf): "an attention with no heads, no query rows, no
 // head dimension or an empty cache"; "a window of no positions — every row's softmax would be empty"; "a block of
-// query rows with no causal bound"; "a literal attention length outside its cache — ..."; a wrong operand count
+// query rows with no causal bound"; "a literal attention position P outside [1, N] ..."; a wrong operand count
 // ("attention takes 4 operands, got 3"); and each form's own (flash.h, grouped_decode.h, sections.h).
 absl::StatusOr<Composition> FromAttention(const proto::OpSpec& spec, const Target& target);
 

@@ -60,7 +60,7 @@ absl::Status CheckGeometry(const FlashGeometry& g, const Target& target) {
     return NotLowered("a block of query rows longer than its cache — no position admits every row");
   }
   if (g.limit && !g.limit->is_operand() && (g.limit->value < 1 || g.limit->value + (g.q.rows - 1) > g.rows)) {
-    return NotLowered("a literal attention length outside its cache");
+    return LiteralPositionOutsideCache(g.limit->value, g.q.rows, g.rows);
   }
   if (g.window && g.window->span < 1)
     return NotLowered("a window of no positions — every row's softmax would be empty");

@@ -87,7 +87,9 @@ absl::StatusOr<std::vector<WorkItem>> TtMetalChunkOrder(const std::vector<WorkIt
   if (nh_par * q_par != sites) {
     return NotLowered(absl::StrCat("tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) of ", heads,
                                    " heads x ", chunks, " query chunks on ", sites, " sites: it keeps ", nh_par,
-                                   " x ", q_par, " cores busy, and the items go round robin over every site"));
+                                   " x ", q_par, " cores busy, and the items go round robin over every site, so it "
+                                   "needs min(sites, heads) x min(sites / that, chunks) = the sites (a grid or a "
+                                   "chunk size that makes it so, or chunk_split BALANCED)"));
   }
   const int64_t nh_per = CeilDiv(heads, nh_par), q_per = CeilDiv(chunks, q_par);
   const bool paired = q_per % 2 == 0 && q_per * q_par == chunks;

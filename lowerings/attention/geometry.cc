@@ -67,6 +67,14 @@ NumericsClaim FlashClaim(const FlashGeometry& g, Precision p, const Target& targ
   return claim;
 }
 
+absl::Status LiteralPositionOutsideCache(int64_t p, int64_t rows, int64_t l) {
+  return NotLowered(absl::StrCat("a literal attention position ", p, " outside [1, ", l - rows + 1, "] (1-based, the ",
+                                 rows > 1 ? "first query row's; its " : "query row's; its ", rows,
+                                 rows > 1 ? " rows" : " row", " within the ", l,
+                                 "-position cache) — the program fails at run time on every tier, so there is no "
+                                 "section to lower"));
+}
+
 absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
   if (spec.kind_case() != proto::OpSpec::kAttention) {
     return absl::InvalidArgumentError("an attention shape is read from an OpSpec of kind 'attention'");
@@ -117,11 +125,7 @@ absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec) {
       break;
     case proto::RowIndex::kLiteral: {
       const int64_t p = a.pos().literal();
-      if (p < 1 || p > l - (t - 1)) {
-        return NotLowered(
-            "a literal attention length outside its cache — the program fails at run time on every tier, so there "
-            "is no section to lower");
-      }
+      if (p < 1 || p > l - (t - 1)) return LiteralPositionOutsideCache(p, t, l);
       // One row attends exactly its P positions, unmasked; a block of rows is masked from P + r on.
       attended = p + (t - 1);
       if (t > 1) limit = Bound::Literal(p);

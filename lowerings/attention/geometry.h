@@ -194,6 +194,10 @@ struct AttentionShape {
 // ★ A window always masks: an unmasked row's bound is the whole of what it attends (limit = Literal(attended)).
 absl::StatusOr<AttentionShape> AttentionShapeOf(const proto::OpSpec& spec);
 
+// The refusal of a literal position P whose query rows leave the cache: P is 1-based, the first query row's, and
+// rows P .. P + rows - 1 must lie in 1 .. l (every attention form with a literal position says it this way).
+absl::Status LiteralPositionOutsideCache(int64_t p, int64_t rows, int64_t l);
+
 // The operands an attention spec takes: Q, K, V, then P when the position is named, then the sinks.
 absl::StatusOr<AttentionNames> AttentionNamesOf(const proto::OpSpec& spec);
 

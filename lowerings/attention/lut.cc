@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lowerings/attention/flash.h"
+#include "lowerings/attention/geometry.h"  // LiteralPositionOutsideCache
 #include "lowerings/toolkit/common.h"
 #include "lowerings/toolkit/flat_build.h"
 #include "lowerings/toolkit/index.h"
@@ -228,9 +229,7 @@ absl::StatusOr<LutShape> LutShapeOf(const proto::OpSpec& spec) {
     case proto::RowIndex::KIND_NOT_SET: break;
     case proto::RowIndex::kLiteral:
       if (a.pos().literal() < 1 || a.pos().literal() > s.l) {
-        return NotLowered(
-            "a literal attention length outside its cache — the program fails at run time on every tier, so there "
-            "is no section to lower");
+        return LiteralPositionOutsideCache(a.pos().literal(), 1, s.l);
       }
       s.attended = a.pos().literal();
       break;

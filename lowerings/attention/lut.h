@@ -46,7 +46,7 @@ absl::StatusOr<LutShape> LutShapeOf(const proto::OpSpec& spec);
 // faults.
 //
 // Refusals: NotLowered("a LUT attention with no heads, no head dimension, no cache or no table, or query heads that do
-// not group over its K/V heads"); NotLowered("a literal attention length outside its cache — ..."); NotLowered("a LUT
+// not group over its K/V heads"); NotLowered("a literal attention position P outside [1, N] ..."); NotLowered("a LUT
 // attention whose index product (max - s) * M can leave the integer datapath ...") when |M| is too large for int8
 // scores of hd terms to be proven inside the datapath's integer; MissingCompute without an integer datapath;
 // MissingPrecision without int8 storage or an index integer; AccTilesExceeded when h*att scores or h*hd results are

@@ -52,9 +52,7 @@ absl::StatusOr<MlaShape> MlaShapeOf(const proto::OpSpec& spec) {
       break;
     case proto::RowIndex::kLiteral:
       if (m.pos().literal() < 1 || m.pos().literal() + (s.rows - 1) > m.l()) {
-        return NotLowered(
-            "a literal attention length outside its cache — the program fails at run time on every tier, so there "
-            "is no section to lower");
+        return LiteralPositionOutsideCache(m.pos().literal(), s.rows, m.l());
       }
       s.attended = m.pos().literal() + (s.rows - 1);  // the last row's
       break;

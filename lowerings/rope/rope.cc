@@ -419,7 +419,10 @@ absl::StatusOr<Composition> FromRope(const proto::OpSpec& spec, const Target& ta
   if (r.heads == 0 || r.hd == 0 || r.half == 0 || 2 * r.half > r.hd) {
     return NotLowered("a rope whose rotated width does not fit its head dimension");
   }
-  if (r.rows == 0 || r.heads % r.rows != 0) return NotLowered("a rope whose table rows do not divide its heads");
+  if (r.rows == 0 || r.heads % r.rows != 0) {
+    return NotLowered(absl::StrCat("a rope whose rows do not divide its heads (h = ", r.heads, " over rows = ", r.rows,
+                                   "): rope.h counts the heads of every row, heads per token x rows"));
+  }
   if (r.from) {
     r.cache = s.cache();
     if (!r.named) {

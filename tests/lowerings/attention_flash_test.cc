@@ -435,7 +435,9 @@ TEST(AttentionFlashTest, ChunkSplitRefusals) {
   prefill.mutable_attention()->set_kv(10);
   EXPECT_EQ(message(prefill),
             "NotLowered: tt-metal's contiguous chunk split (chunk_split CONTIGUOUS) of 10 heads x 8 query chunks on 64 "
-            "sites: it keeps 10 x 6 cores busy, and the items go round robin over every site");
+            "sites: it keeps 10 x 6 cores busy, and the items go round robin over every site, so it needs min(sites, "
+            "heads) x min(sites / that, chunks) = the sites (a grid or a chunk size that makes it so, or chunk_split "
+            "BALANCED)");
   proto::OpSpec decode = AttnSpec({.h = 8, .kv = 2, .hd = 64, .vd = 64, .l = 100, .pos = Pos::kNamed, .p = 77});
   decode.mutable_attention()->set_chunk_split(proto::AttentionSpec::CHUNK_SPLIT_CONTIGUOUS);
   EXPECT_EQ(message(decode),

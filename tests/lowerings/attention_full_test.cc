@@ -165,12 +165,19 @@ TEST(AttentionFullTest, AttentionRefusals) {
             "NotLowered: a window of no positions — every row's softmax would be empty");
   EXPECT_EQ(RefusalMessage({.l = 16, .rows = 2}, tiny, Form::kFlash),
             "NotLowered: a block of query rows with no causal bound");
-  const std::string outside =
-      "NotLowered: a literal attention length outside its cache — the program fails at run time on every tier, so "
-      "there is no section to lower";
-  EXPECT_EQ(RefusalMessage({.l = 16, .pos = Pos::kLiteral, .p = 0}, tiny, Form::kFlash), outside);
-  EXPECT_EQ(RefusalMessage({.l = 16, .pos = Pos::kLiteral, .p = 17}, tiny, Form::kFlash), outside);
-  EXPECT_EQ(RefusalMessage({.l = 16, .rows = 4, .pos = Pos::kLiteral, .p = 14}, tiny, Form::kFlash), outside);
+  // The position, the range its rows allow, and why it is 1-based.
+  EXPECT_EQ(RefusalMessage({.l = 16, .pos = Pos::kLiteral, .p = 0}, tiny, Form::kFlash),
+            "NotLowered: a literal attention position 0 outside [1, 16] (1-based, the query row's; its 1 row "
+            "within the 16-position cache) — the program fails at run time on every tier, so there is no "
+            "section to lower");
+  EXPECT_EQ(RefusalMessage({.l = 16, .pos = Pos::kLiteral, .p = 17}, tiny, Form::kFlash),
+            "NotLowered: a literal attention position 17 outside [1, 16] (1-based, the query row's; its 1 "
+            "row within the 16-position cache) — the program fails at run time on every tier, so there is no "
+            "section to lower");
+  EXPECT_EQ(RefusalMessage({.l = 16, .rows = 4, .pos = Pos::kLiteral, .p = 14}, tiny, Form::kFlash),
+            "NotLowered: a literal attention position 14 outside [1, 13] (1-based, the first query row's; "
+            "its 4 rows within the 16-position cache) — the program fails at run time on every tier, so "
+            "there is no section to lower");
   EXPECT_TRUE(absl::StrContains(RefusalMessage({.l = 3, .rows = 4, .pos = Pos::kNamed, .p = 1}, tiny, Form::kFlash),
                                 "longer than its cache"));
   // Malformed specs are errors, not refusals.

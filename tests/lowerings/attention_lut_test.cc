@@ -166,11 +166,14 @@ TEST(AttentionLutTest, Refusals) {
   EXPECT_EQ(RefusalOf(LutSpec({.l = 0}), tiny), shape);
   EXPECT_EQ(RefusalOf(LutSpec({.n = 0}), tiny), shape);
   EXPECT_EQ(RefusalOf(LutSpec({.h = 3, .kv = 2}), tiny), shape);
-  const std::string outside =
-      "NotLowered: a literal attention length outside its cache — the program fails at run time on every tier, so "
-      "there is no section to lower";
-  EXPECT_EQ(RefusalOf(LutSpec({.pos = Lut::kLiteral, .p = 0}), tiny), outside);
-  EXPECT_EQ(RefusalOf(LutSpec({.pos = Lut::kLiteral, .p = 9}), tiny), outside);
+  EXPECT_EQ(RefusalOf(LutSpec({.pos = Lut::kLiteral, .p = 0}), tiny),
+            "NotLowered: a literal attention position 0 outside [1, 8] (1-based, the query row's; its 1 row "
+            "within the 8-position cache) — the program fails at run time on every tier, so there is no "
+            "section to lower");
+  EXPECT_EQ(RefusalOf(LutSpec({.pos = Lut::kLiteral, .p = 9}), tiny),
+            "NotLowered: a literal attention position 9 outside [1, 8] (1-based, the query row's; its 1 row "
+            "within the 8-position cache) — the program fails at run time on every tier, so there is no "
+            "section to lower");
   // An index product the int32 datapath cannot be proven to hold: 2 * 64 * 128^2 * 2000 > 2^31.
   const std::string product = RefusalOf(LutSpec({.h = 1, .kv = 1, .hd = 64, .l = 4, .m = 2000}), tiny);
   EXPECT_EQ(product,

@@ -274,12 +274,18 @@ TEST(AttentionTest, SpecRefusalsAreTheSeeds) {
   EXPECT_EQ(RefusalOf(chunked0, t), no_window);
   EXPECT_EQ(Refused({.h = 2, .kv = 1, .hd = 6, .vd = 6, .l = 8, .rows = 2}, t),
             "NotLowered: a block of query rows with no causal bound");
-  const std::string outside =
-      "NotLowered: a literal attention length outside its cache — the program fails at run time on every tier, so "
-      "there is no section to lower";
-  EXPECT_EQ(Refused({.h = 2, .kv = 1, .hd = 6, .vd = 6, .l = 8, .pos = Pos::kLiteral, .p = 0}, t), outside);
-  EXPECT_EQ(Refused({.h = 2, .kv = 1, .hd = 6, .vd = 6, .l = 8, .pos = Pos::kLiteral, .p = 9}, t), outside);
-  EXPECT_EQ(Refused({.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 8, .rows = 3, .pos = Pos::kLiteral, .p = 7}, t), outside);
+  EXPECT_EQ(Refused({.h = 2, .kv = 1, .hd = 6, .vd = 6, .l = 8, .pos = Pos::kLiteral, .p = 0}, t),
+            "NotLowered: a literal attention position 0 outside [1, 8] (1-based, the query row's; its 1 row "
+            "within the 8-position cache) — the program fails at run time on every tier, so there is no "
+            "section to lower");
+  EXPECT_EQ(Refused({.h = 2, .kv = 1, .hd = 6, .vd = 6, .l = 8, .pos = Pos::kLiteral, .p = 9}, t),
+            "NotLowered: a literal attention position 9 outside [1, 8] (1-based, the query row's; its 1 row "
+            "within the 8-position cache) — the program fails at run time on every tier, so there is no "
+            "section to lower");
+  EXPECT_EQ(Refused({.h = 2, .kv = 1, .hd = 8, .vd = 8, .l = 8, .rows = 3, .pos = Pos::kLiteral, .p = 7}, t),
+            "NotLowered: a literal attention position 7 outside [1, 6] (1-based, the first query row's; its "
+            "3 rows within the 8-position cache) — the program fails at run time on every tier, so there is "
+            "no section to lower");
   EXPECT_EQ(Refused({.h = 2, .kv = 1, .hd = 6, .vd = 6, .l = 3, .rows = 4, .pos = Pos::kNamed}, t),
             "NotLowered: a block of query rows longer than its cache — no position admits every row");
   // The operands the spec names: Q, K, V, then P when named, then the sinks.

@@ -242,6 +242,15 @@ TEST(ElementwiseTest, ShapeNotMatchingNIsAnError) {
 
 // ── Decay ──
 
+// The projection, the bias and the rate, whose log is a negative real.
+Draw DecayDraw() {
+  return [](const std::string& name, Rng& r) {
+    if (name == "ar") return r.Real(-3, 3);
+    if (name == "dt") return r.Real(-1, 1);
+    return r.Real(-2, 0);
+  };
+}
+
 TEST(DecayTest, FlatMatchesReference) {
   int checked = 0;
   for (const auto& [target, ns] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
@@ -251,12 +260,7 @@ TEST(DecayTest, FlatMatchesReference) {
       proto::OpSpec spec = Spec({"ar", "dt", "alog"});
       spec.mutable_decay()->set_n(n);
       spec.mutable_decay()->set_rows(n % 2);  // rows 0 and 1 are both the flat row
-      Draw draw = [](const std::string& name, Rng& r) {
-        if (name == "ar") return r.Real(-3, 3);
-        if (name == "dt") return r.Real(-1, 1);
-        return r.Real(-2, 0);  // alog: the rate is a negative real
-      };
-      Composition c = CheckLowering(spec, Shipped(target), draw, 1e-12, n);
+      Composition c = CheckLowering(spec, Shipped(target), DecayDraw(), 1e-12, n);
       ASSERT_EQ(c.sections.size(), 1u);
       EXPECT_EQ(c.sections[0].name, absl::StrCat("decay_", n));
       EXPECT_EQ(c.sections[0].items.size(), 1u);
@@ -274,13 +278,8 @@ TEST(DecayTest, AWideFlatRowTakesTheTiledForm) {
       proto::OpSpec spec = Spec({"ar", "dt", "alog"});
       spec.mutable_decay()->set_n(n);
       spec.mutable_decay()->set_rows(rows);
-      Draw draw = [](const std::string& name, Rng& r) {
-        if (name == "ar") return r.Real(-3, 3);
-        if (name == "dt") return r.Real(-1, 1);
-        return r.Real(-2, 0);
-      };
       const Target& t = Shipped(target);
-      Composition c = CheckLowering(spec, t, draw, 1e-12, n + rows);
+      Composition c = CheckLowering(spec, t, DecayDraw(), 1e-12, n + rows);
       ASSERT_EQ(c.sections.size(), 1u);
       EXPECT_EQ(c.sections[0].name, absl::StrCat("decay_1x", n));
       EXPECT_EQ(c.sections[0].items.size(), static_cast<size_t>(CeilDiv(n, t.tile_cols())));
@@ -298,13 +297,8 @@ TEST(DecayTest, DenseMatchesReference) {
       proto::OpSpec spec = Spec({"ar", "dt", "alog"});
       spec.mutable_decay()->set_n(rows * heads);
       spec.mutable_decay()->set_rows(rows);
-      Draw draw = [](const std::string& name, Rng& r) {
-        if (name == "ar") return r.Real(-3, 3);
-        if (name == "dt") return r.Real(-1, 1);
-        return r.Real(-2, 0);
-      };
       const Target& t = Shipped(target);
-      Composition c = CheckLowering(spec, t, draw, 1e-12, rows * 1000 + heads);
+      Composition c = CheckLowering(spec, t, DecayDraw(), 1e-12, rows * 1000 + heads);
       ASSERT_EQ(c.sections.size(), 1u);
       const Section& s = c.sections[0];
       EXPECT_EQ(s.name, absl::StrCat("decay_", rows, "x", heads));

@@ -136,8 +136,9 @@ TEST(MlaTest, Refusals) {
   c.rank = 16;
   c.pos = 17;
   EXPECT_EQ(RefusalOf(MlaSpecOf(c), tiny),
-            "NotLowered: a literal attention length outside its cache — the program fails at run time on every "
-            "tier, so there is no section to lower");
+            "NotLowered: a literal attention position 17 outside [1, 16] (1-based, the query row's; its 1 "
+            "row within the 16-position cache) — the program fails at run time on every tier, so there is no "
+            "section to lower");
   c.pos = 0;
   c.nope = -8;
   absl::StatusOr<Composition> bad = Lower(MlaSpecOf(c), tiny);

@@ -236,8 +236,12 @@ TEST(RopeTest, Refusals) {
   EXPECT_EQ(RefusalOf(RopeSpec({2, 8, 5, 1}, 1), tiny), width);
   EXPECT_EQ(RefusalOf(RopeSpec({2, 8, 0, 1}, 1), tiny), width);
   EXPECT_EQ(RefusalOf(RopeSpec({0, 8, 4, 1}, 1), tiny), width);
-  EXPECT_EQ(RefusalOf(RopeSpec({3, 8, 4, 2}, 1), tiny), "NotLowered: a rope whose table rows do not divide its heads");
-  EXPECT_EQ(RefusalOf(RopeSpec({2, 8, 4, 0}, 1), tiny), "NotLowered: a rope whose table rows do not divide its heads");
+  EXPECT_EQ(RefusalOf(RopeSpec({3, 8, 4, 2}, 1), tiny),
+            "NotLowered: a rope whose rows do not divide its heads (h = 3 over rows = 2): rope.h counts the heads of "
+            "every row, heads per token x rows");
+  EXPECT_EQ(RefusalOf(RopeSpec({2, 8, 4, 0}, 1), tiny),
+            "NotLowered: a rope whose rows do not divide its heads (h = 2 over rows = 0): rope.h counts the heads of "
+            "every row, heads per token x rows");
   const std::string literal =
       "NotLowered: a literal rope position whose block leaves the cache — the program fails at run time on every "
       "tier, so there is no section to lower";
