@@ -253,6 +253,18 @@ absl::StatusOr<TensorData> InputValue(const Tensor& t, const std::string& text) 
   return NpyToTensor(*a, t, text);
 }
 
+// Warns (and notes) when some of a given input's values lie outside [lo, hi]: `what` says whose range it is.
+void WarnOutside(const std::string& name, const TensorData& d, double lo, double hi, const std::string& what,
+                 const std::string& where, std::vector<std::string>* notes) {
+  const int64_t outside =
+      std::count_if(d.values.begin(), d.values.end(), [&](double v) { return !(v >= lo && v <= hi); });
+  if (outside == 0) return;
+  const std::string line = absl::StrCat("run input '", name, "' has ", outside, " of ", d.values.size(),
+                                        " values outside [", lo, ", ", hi, "], ", what);
+  std::cerr << where << ": warning: " << line << "\n";
+  if (notes != nullptr) notes->push_back(line);
+}
+
 }  // namespace
 
 std::optional<TensorMap> GivenInputs(const Composition& c, const cli::ParsedArgs& args, const std::string& cmd,
@@ -361,13 +373,8 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
   for (const auto& [name, d] : inputs) {
     auto a = admitted.find(name);
     if (a == admitted.end()) continue;
-    const int64_t outside = std::count_if(d.values.begin(), d.values.end(), [&](double v) {
-      return !(v >= static_cast<double>(a->second.first) && v <= static_cast<double>(a->second.second));
-    });
-    if (outside == 0) continue;
-    std::cerr << where << ": warning: run input '" << name << "' has " << outside << " of " << d.values.size()
-              << " values outside [" << a->second.first << ", " << a->second.second
-              << "], the range the program's checks admit for it; the run may fault\n";
+    WarnOutside(name, d, static_cast<double>(a->second.first), static_cast<double>(a->second.second),
+                "the range the program's checks admit for it; the run may fault", where, notes);
   }
   if (args.Has("random-inputs")) {
     uint64_t seed = 0;
@@ -432,15 +439,8 @@ std::optional<TensorMap> GatherInputs(const Composition& c, const Target* target
   for (const Tensor& t : wanted) {
     auto it = inputs.find(t.name);
     if (!t.domain || it == inputs.end()) continue;
-    const int64_t outside = std::count_if(it->second.values.begin(), it->second.values.end(), [&](double v) {
-      return !(v >= t.domain->lo && v <= t.domain->hi);
-    });
-    if (outside == 0) continue;
-    const std::string what =
-        absl::StrCat("run input '", t.name, "' has ", outside, " of ", it->second.values.size(),
-                     " values outside its domain [", t.domain->lo, ", ", t.domain->hi, "]; the op's claims assume it");
-    std::cerr << where << ": warning: " << what << "\n";
-    if (notes != nullptr) notes->push_back(what);
+    WarnOutside(t.name, it->second, t.domain->lo, t.domain->hi, "its domain; the op's claims assume it", where,
+                notes);
   }
   *exit_code = cli::kExitOk;
   return inputs;

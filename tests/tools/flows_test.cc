@@ -469,9 +469,9 @@ TEST_F(Flows, GatedDeltaRandomInputsStayInTheirDomains) {
   for (int i = 0; i < 8; ++i) absl::StrAppend(&a, i ? "," : "", i == 3 ? "1.5" : "0.5");
   CliRun r = Spatial(absl::StrCat("simulate ", Path("gd8_prog.textproto"), " --random-inputs=1 --input a=", a));
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("warning: run input 'a' has 1 of 8 values outside its domain [0, 1]; the op's claims "
+  EXPECT_THAT(r.err, HasSubstr("warning: run input 'a' has 1 of 8 values outside [0, 1], its domain; the op's claims "
                                "assume it"));
-  EXPECT_THAT(r.out, HasSubstr("run input 'a' has 1 of 8 values outside its domain [0, 1]"));
+  EXPECT_THAT(r.out, HasSubstr("note          run input 'a' has 1 of 8 values outside [0, 1], its domain"));
 }
 
 // `spatial model`'s flows, in a suite of their own on the same fixture.
