@@ -43,10 +43,13 @@ TensorData RandomTensor(const Tensor& t, uint64_t seed, std::optional<std::pair<
       v = static_cast<double>(static_cast<int64_t>(static_cast<uint64_t>(lo) + r));
     }
   } else {
-    // 53 random bits -> [0, 1) exactly, then [lo, hi): the tensor's domain, else [-2, 2).
+    // 53 random bits -> u in [0, 1) exactly, then [lo, hi): the tensor's domain, else [-2, 2). lo + (hi - lo) u,
+    // or lo (1 - u) + hi u where the difference overflows (a domain as wide as the doubles).
     const double lo = t.domain ? t.domain->lo : -2.0, hi = t.domain ? t.domain->hi : 2.0;
+    const double width = hi - lo;
     for (double& v : d.values) {
-      v = std::min(lo + (hi - lo) * (static_cast<double>(SplitMix(state) >> 11) * 0x1.0p-53), std::nextafter(hi, lo));
+      const double u = static_cast<double>(SplitMix(state) >> 11) * 0x1.0p-53;
+      v = std::clamp(std::isfinite(width) ? lo + width * u : lo * (1.0 - u) + hi * u, lo, std::nextafter(hi, lo));
     }
   }
   return d;

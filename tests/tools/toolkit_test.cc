@@ -166,6 +166,12 @@ TEST(RandomInputs, FloatsDrawFromTheTensorsDomain) {
   }
   EXPECT_LT(lo, 0.05);
   EXPECT_GT(hi, 0.95);
+  // A domain as wide as the doubles draws finite values inside it (hi - lo would overflow).
+  gate.domain = ValueDomain{-1e308, 1e308};
+  for (double v : RandomTensor(gate, 4).values) {
+    EXPECT_TRUE(std::isfinite(v)) << v;
+    EXPECT_LT(v, 1e308);
+  }
 }
 
 TEST(RandomInputs, IntegersStayInTheClippedRange) {
