@@ -11,6 +11,7 @@
 #include "spatial/diagnostic_status.h"
 #include "spatial/proto_file.h"
 #include "spatial/status_macros.h"
+#include "spatial/validate.h"
 
 namespace spatial {
 
@@ -569,12 +570,8 @@ absl::StatusOr<Section> SectionFromProto(const proto::Section& p) {
                        b.num_blocks(), b.block_k_tiles(), b.osh(), b.osw(), b.ibw(), b.pack_accumulate(),
                        b.pack_row_sums(), b.stream_rows()};
   }
-  const double growth = p.claim().error_growth();
-  if (!(growth == 0 || (std::isfinite(growth) && growth >= 1 && !p.claim().exact()))) {
-    return Malformed(where, "claim.error_growth",
-                     absl::StrCat(growth, p.claim().exact() ? " on an exact claim" : " (must be >= 1, or 0: none)"));
-  }
-  s.claim = NumericsClaim{p.claim().exact(), p.claim().reason(), growth};
+  s.claim = NumericsClaim{p.claim().exact(), p.claim().reason(), p.claim().error_growth()};
+  RETURN_IF_ERROR(ValidateClaim(s.claim, where));
   ASSIGN_OR_RETURN(s.acc_precision,
                    EnumFrom<Precision>(p.acc_precision(), proto::Precision_IsValid, where, "acc_precision"));
   return s;

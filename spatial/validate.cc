@@ -59,6 +59,7 @@ class SectionChecker {
     if (!Known(s_.acc_precision)) {
       return Malformed(where_, "acc_precision", absl::StrCat("unknown precision ", static_cast<int>(s_.acc_precision)));
     }
+    RETURN_IF_ERROR(ValidateClaim(s_.claim, where_));
     RETURN_IF_ERROR(CheckTensors());
     RETURN_IF_ERROR(CheckBuffers());
     Phase last = Phase::kPrologue;
@@ -598,6 +599,15 @@ class SectionChecker {
 };
 
 }  // namespace
+
+absl::Status ValidateClaim(const NumericsClaim& claim, const DiagWhere& where) {
+  const double growth = claim.error_growth;
+  if (!(growth == 0 || (std::isfinite(growth) && growth >= 1 && !claim.exact))) {
+    return Malformed(where, "claim.error_growth",
+                     absl::StrCat(growth, claim.exact ? " on an exact claim" : " (must be >= 1, or 0: none)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateSection(const Section& s, int64_t tile_rows, int64_t tile_cols) {
   RETURN_IF_ERROR(CheckRange(DiagWhere{}, "tile_rows", tile_rows, 1, kMaxTileSide));

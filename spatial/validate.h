@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "spatial/diagnostic_status.h"
 #include "spatial/program.h"
 
 namespace spatial {
@@ -25,6 +26,11 @@ inline constexpr int64_t kMaxWorkItems = int64_t{1} << 20;       // items of one
 inline constexpr int64_t kMaxFoldBlocks = int64_t{1} << 24;      // num_blocks of a section or a load
 inline constexpr int64_t kMaxTileSide = 1024;                    // tile_rows, tile_cols
 inline constexpr int64_t kMaxMatmulTiles = int64_t{1} << 16;     // m_tiles, n_tiles, k_tiles
+
+// A section's numerics claim: an error growth is none (0) or at least 1, finite, and only on an approximate claim.
+// The validator's rule, which the program reader applies as it reads (so a lowering cannot write a program that
+// does not read back: a 16-bit matmul over K = 1024 once claimed 0.5).
+absl::Status ValidateClaim(const NumericsClaim& claim, const DiagWhere& where);
 
 // One section on a TR x TC tile.
 absl::Status ValidateSection(const Section& s, int64_t tile_rows, int64_t tile_cols);
